@@ -1,0 +1,40 @@
+// Seeded input generators for validation cases.
+//
+//   normal[:sigma]        x ~ N(0, sigma^2)                  (default sigma 1)
+//   mxfp4-exact           random E2M1 codes x 2^e per 32-group, e in [-3, 3]:
+//                         exactly representable in MXFP4 (what AITER's test
+//                         feeds; it hides re-quantization bugs, so never the
+//                         only generator)
+//   heavy-tail[:p]        N(0,1) with a fraction p (default 1e-3) of outliers
+//                         scaled x100, plus per-row magnitude spread
+//   uniform-codes         every E2M1 code equally likely, scales 2^[-2, 2]
+#ifndef MXVAL_COMMON_INPUTS_H_
+#define MXVAL_COMMON_INPUTS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace mxval {
+
+enum class GeneratorKind { kNormal, kMxfp4Exact, kHeavyTail, kUniformCodes };
+
+struct GeneratorSpec {
+  GeneratorKind kind = GeneratorKind::kNormal;
+  double param = 1.0;  // sigma for normal, outlier fraction for heavy-tail
+  std::string ToString() const;
+};
+
+// Parses the names above. INVALID_ARGUMENT otherwise.
+absl::StatusOr<GeneratorSpec> ParseGenerator(const std::string& s);
+
+// Fills a (rows, K) view (row stride in elements) with K a multiple of 32.
+void FillTensor(const GeneratorSpec& spec, uint64_t seed, float* x, int64_t rows, int64_t K, int64_t row_stride);
+
+// Derives independent per-operand seeds from one job seed.
+uint64_t OperandSeed(uint64_t seed, uint64_t operand);
+
+}  // namespace mxval
+
+#endif  // MXVAL_COMMON_INPUTS_H_

@@ -1,0 +1,46 @@
+// Tensor files: .npy (read + write; u1, i1, u2, f2, f4, f8, little-endian,
+// C order, format versions 1-3) and .safetensors (read; U8, I8, U16, BF16,
+// F16, F32, F64).
+//
+// Every parser here treats its input as hostile: sizes are checked against the
+// file length before anything is allocated, and a corrupt or truncated file
+// is an INVALID_ARGUMENT naming the file and what is wrong, never a crash.
+#ifndef MXVAL_COMMON_TENSOR_IO_H_
+#define MXVAL_COMMON_TENSOR_IO_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/tensor.h"
+
+namespace mxval {
+
+// Largest tensor file payload we accept (8 GiB): guards allocations driven by
+// header fields.
+inline constexpr int64_t kMaxTensorBytes = int64_t{8} << 30;
+
+// Parses .npy bytes. INVALID_ARGUMENT on any malformation.
+absl::StatusOr<HostTensor> ParseNpy(absl::string_view bytes);
+// Serializes to .npy (version 1.0).
+std::string SerializeNpy(const HostTensor& t);
+
+// Parses .safetensors bytes and returns the named tensor. NOT_FOUND if the
+// file has no tensor of that name (the message lists the names it has).
+absl::StatusOr<HostTensor> ParseSafetensors(absl::string_view bytes, const std::string& name);
+// Lists tensor names in a .safetensors file.
+absl::StatusOr<std::vector<std::string>> ListSafetensors(absl::string_view bytes);
+
+// Loads a tensor from "file.npy" or "file.safetensors#tensor_name".
+// NOT_FOUND if the file does not exist.
+absl::StatusOr<HostTensor> LoadTensor(const std::string& spec);
+// Writes a .npy file.
+absl::Status SaveNpy(const std::string& path, const HostTensor& t);
+
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
+
+}  // namespace mxval
+
+#endif  // MXVAL_COMMON_TENSOR_IO_H_

@@ -1,0 +1,151 @@
+#include "common/tensor_io.h"
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace mxval {
+namespace {
+
+HostTensor Sample(DType d, std::vector<int64_t> shape) {
+  HostTensor t = HostTensor::Zeros(d, std::move(shape));
+  for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<uint8_t>(i * 37 + 11);
+  return t;
+}
+
+TEST(Npy, RoundTripsEveryDtypeAndShape) {
+  for (DType d : {DType::kU8, DType::kI8, DType::kU16, DType::kF16, DType::kF32, DType::kF64}) {
+    for (auto shape : std::vector<std::vector<int64_t>>{{7}, {2, 3, 4}, {0, 5}, {}}) {
+      HostTensor t = Sample(d, shape);
+      auto back = ParseNpy(SerializeNpy(t));
+      ASSERT_TRUE(back.ok()) << back.status();
+      EXPECT_EQ(back->dtype, d);
+      EXPECT_EQ(back->shape, t.shape);
+      EXPECT_EQ(back->data, t.data);
+    }
+  }
+  // Header is padded so the data starts 64-byte aligned.
+  const std::string bytes = SerializeNpy(Sample(DType::kF32, {3}));
+  EXPECT_EQ((bytes.size() - 12) % 64, 0u);
+}
+
+TEST(Npy, ReadsNumpyWrittenFile) {
+  // Bytes as numpy 1.x writes np.arange(6, dtype='<f4').reshape(2, 3).
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+  header.append(128 - 10 - header.size() - 1, ' ');
+  header += '\n';
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header;
+  for (int i = 0; i < 6; ++i) {
+    float f = static_cast<float>(i);
+    bytes.append(reinterpret_cast<const char*>(&f), 4);
+  }
+  auto t = ParseNpy(bytes);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(t->as<float>()[5], 5.0f);
+}
+
+TEST(Npy, EveryTruncationIsACleanError) {
+  const std::string good = SerializeNpy(Sample(DType::kF32, {4, 4}));
+  for (size_t n = 0; n < good.size(); ++n) {
+    auto t = ParseNpy(good.substr(0, n));
+    ASSERT_FALSE(t.ok()) << "prefix " << n;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(Npy, RejectsCorruptHeaders) {
+  std::string good = SerializeNpy(Sample(DType::kF32, {4}));
+  auto mutate = [&](const std::string& from, const std::string& to) {
+    std::string b = good;
+    b.replace(b.find(from), from.size(), to);
+    return ParseNpy(b);
+  };
+  EXPECT_FALSE(mutate("<f4", ">f4").ok());   // big-endian
+  EXPECT_FALSE(mutate("False", "True ").ok());  // Fortran order
+  EXPECT_FALSE(mutate("(4,)", "(-4,)").ok());
+  EXPECT_FALSE(mutate("(4,)", "(99999999999999,)").ok());  // promises more than the file
+  EXPECT_FALSE(mutate("(4,)", "(4x,)").ok());
+  EXPECT_FALSE(mutate("NUMPY", "NUMPX").ok());
+  std::mt19937 rng(1);
+  for (int i = 0; i < 5000; ++i) {  // random byte flips never crash
+    std::string b = good;
+    b[rng() % b.size()] = static_cast<char>(rng());
+    (void)ParseNpy(b);
+  }
+}
+
+std::string MakeSafetensors(const nlohmann::json& header, const std::string& data) {
+  const std::string h = header.dump();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((h.size() >> (8 * i)) & 0xFF);
+  return out + h + data;
+}
+
+TEST(Safetensors, ReadsNamedTensors) {
+  std::string data(2 * 3 + 4 * 2, '\0');
+  for (int i = 0; i < 6; ++i) data[i] = static_cast<char>(i + 1);
+  const float f[2] = {1.5f, -2.0f};
+  std::memcpy(&data[6], f, 8);
+  nlohmann::json h = {{"__metadata__", {{"format", "pt"}}},
+                      {"w_kc", {{"dtype", "U8"}, {"shape", {2, 3}}, {"data_offsets", {0, 6}}}},
+                      {"scale", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {6, 14}}}}};
+  const std::string file = MakeSafetensors(h, data);
+  auto names = ListSafetensors(file);
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(names->size(), 2u);
+  auto w = ParseSafetensors(file, "w_kc");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(w->as<uint8_t>()[5], 6);
+  auto s = ParseSafetensors(file, "scale");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->as<float>()[1], -2.0f);
+  auto missing = ParseSafetensors(file, "w_vc");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("w_kc"), std::string::npos);
+  for (size_t n = 0; n < file.size(); ++n) EXPECT_FALSE(ParseSafetensors(file.substr(0, n), "scale").ok()) << n;
+}
+
+TEST(Safetensors, RejectsInconsistentEntries) {
+  const std::string data(16, '\0');
+  auto parse = [&](nlohmann::json entry) { return ParseSafetensors(MakeSafetensors({{"t", entry}}, data), "t"); };
+  EXPECT_FALSE(parse({{"dtype", "U8"}, {"shape", {4}}, {"data_offsets", {0, 5}}}).ok());   // size mismatch
+  EXPECT_FALSE(parse({{"dtype", "U8"}, {"shape", {32}}, {"data_offsets", {0, 32}}}).ok()); // past end
+  EXPECT_FALSE(parse({{"dtype", "Q4"}, {"shape", {4}}, {"data_offsets", {0, 4}}}).ok());
+  EXPECT_FALSE(parse({{"dtype", "U8"}, {"shape", {-4}}, {"data_offsets", {0, 4}}}).ok());
+  EXPECT_FALSE(parse({{"dtype", "U8"}, {"shape", "4"}, {"data_offsets", {0, 4}}}).ok());
+  EXPECT_FALSE(parse({{"dtype", "U8"}, {"shape", {4}}, {"data_offsets", {4, 0}}}).ok());
+  EXPECT_FALSE(ParseSafetensors(std::string("\xff\xff\xff\xff\xff\xff\xff\xff{}", 10), "t").ok());
+  EXPECT_FALSE(ParseSafetensors(MakeSafetensors(nlohmann::json::array(), ""), "t").ok());
+}
+
+TEST(TensorFiles, SaveAndLoadFromDisk) {
+  const std::string path = ::testing::TempDir() + "/t.npy";
+  HostTensor t = Sample(DType::kU16, {3, 5});
+  ASSERT_TRUE(SaveNpy(path, t).ok());
+  auto back = LoadTensor(path);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->data, t.data);
+  EXPECT_EQ(LoadTensor(path + ".missing").status().code(), absl::StatusCode::kNotFound);
+  std::remove(path.c_str());
+}
+
+TEST(TensorFiles, Bf16AndHalfConvert) {
+  HostTensor t = HostTensor::Zeros(DType::kBF16, {2});
+  t.as<uint16_t>()[0] = 0x3FC0;  // 1.5
+  t.as<uint16_t>()[1] = 0xC000;  // -2
+  auto f = ToFloat32(t);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->as<float>()[0], 1.5f);
+  EXPECT_EQ(f->as<float>()[1], -2.0f);
+  EXPECT_EQ(HalfToFloat(0x3C00), 1.0f);
+  EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_FALSE(ToFloat32(HostTensor::Zeros(DType::kU8, {1})).ok());
+}
+
+}  // namespace
+}  // namespace mxval

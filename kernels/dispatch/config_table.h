@@ -1,0 +1,70 @@
+// M-bucketed dispatch tables, as data (one JSON file per arch), in the style
+// of AITER's Triton config files:
+//
+// {
+//   "arch": "cpu",
+//   "kernel": "a16wfp4",
+//   "ops": {
+//     "kup": {                                   // operation
+//       "N=512,K=192": {                         // shape-specific table ...
+//         "M_LEQ_16": {"BLOCK_SIZE_M": 16, ...}, // used when M <= 16
+//         "M_LEQ_256": {...},
+//         "any": {...}                           // everything larger
+//       },
+//       "default": {...}                         // ... else this one
+//     },
+//     "vup": {...}
+//   }
+// }
+//
+// A pull request that retunes a table is exactly the "candidate vs baseline"
+// a validation job compares; the entry a shape selects is reported by name
+// ("kup/N=512,K=192/M_LEQ_16") so triage can tell whether a change touched it.
+#ifndef MXVAL_KERNELS_DISPATCH_CONFIG_TABLE_H_
+#define MXVAL_KERNELS_DISPATCH_CONFIG_TABLE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/dispatch/tile_config.h"
+
+namespace mxval {
+
+struct DispatchEntry {
+  std::string name;  // "op/shape-key/bucket"
+  TileConfig config;
+};
+
+class ConfigTable {
+ public:
+  // INVALID_ARGUMENT (naming the JSON path) for malformed tables: bad bucket
+  // names, duplicate thresholds, unknown config keys, missing ops object.
+  static absl::StatusOr<ConfigTable> FromJson(const nlohmann::json& j);
+  static absl::StatusOr<ConfigTable> FromJsonText(const std::string& text);
+  static absl::StatusOr<ConfigTable> Load(const std::string& path);
+
+  // The entry for op at (M, N, K). NOT_FOUND if the op is unknown, neither
+  // "N=..,K=.." nor "default" exists, or M exceeds every bucket and no "any".
+  absl::StatusOr<DispatchEntry> Lookup(const std::string& op, int64_t M, int64_t N, int64_t K) const;
+
+  // Every distinct config in the table (for "test every config" sweeps).
+  std::vector<DispatchEntry> AllEntries() const;
+  const std::string& arch() const { return arch_; }
+
+ private:
+  struct Bucket {
+    int64_t m_leq;  // INT64_MAX for "any"
+    std::string name;
+    TileConfig config;
+  };
+  std::string arch_;
+  // op -> shape key -> buckets sorted by m_leq
+  std::map<std::string, std::map<std::string, std::vector<Bucket>>> ops_;
+};
+
+}  // namespace mxval
+
+#endif  // MXVAL_KERNELS_DISPATCH_CONFIG_TABLE_H_

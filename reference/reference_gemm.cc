@@ -1,0 +1,235 @@
+#include "reference/reference_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/parallel.h"
+#include "kernels/mxfp4/mxfp4.h"
+
+namespace mxval {
+namespace reference {
+namespace {
+
+constexpr int kRows = 6;   // register tile height
+constexpr int kCols = 16;  // register tile width (two 8-float vectors)
+
+// bf16 round-to-nearest-even, written out here (not shared with kernels).
+float RefBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return f;
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+// Decodes an E2M1 nibble times its E8M0 scale: the one piece shared with
+// kernels (the format definition).
+inline float DequantW(const uint8_t* packed_row, const uint8_t* scale_row, int64_t k) {
+  return mxfp4::DecodeE2M1(mxfp4::UnpackCode(packed_row, k)) * mxfp4::DecodeE8M0(scale_row[k / 32]);
+}
+
+// out[r][0..15] = sum_k a[r][k] * wt[k][n0..n0+15], r < kRows.
+__attribute__((target("avx2,fma"))) void Tile6x16Avx2(const float* a, int64_t K, const float* wt, int64_t ldw,
+                                                      float* out) {
+  __m256 c[kRows][2];
+  for (int r = 0; r < kRows; ++r) c[r][0] = c[r][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(wt + k * ldw);
+    const __m256 b1 = _mm256_loadu_ps(wt + k * ldw + 8);
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r * K + k);
+      c[r][0] = _mm256_fmadd_ps(av, b0, c[r][0]);
+      c[r][1] = _mm256_fmadd_ps(av, b1, c[r][1]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    _mm256_storeu_ps(out + r * kCols, c[r][0]);
+    _mm256_storeu_ps(out + r * kCols + 8, c[r][1]);
+  }
+}
+
+void Tile6x16Scalar(const float* a, int64_t K, const float* wt, int64_t ldw, float* out) {
+  float c[kRows][kCols] = {};
+  for (int64_t k = 0; k < K; ++k) {
+    for (int r = 0; r < kRows; ++r) {
+      const float av = a[r * K + k];
+      for (int j = 0; j < kCols; ++j) c[r][j] = std::fma(av, wt[k * ldw + j], c[r][j]);
+    }
+  }
+  std::memcpy(out, c, sizeof(c));
+}
+
+void Tile6x16Fp64(const float* a, int64_t K, const float* wt, int64_t ldw, float* out) {
+  double c[kRows][kCols] = {};
+  for (int64_t k = 0; k < K; ++k) {
+    for (int r = 0; r < kRows; ++r) {
+      const double av = a[r * K + k];
+      for (int j = 0; j < kCols; ++j) c[r][j] += av * static_cast<double>(wt[k * ldw + j]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int j = 0; j < kCols; ++j) out[r * kCols + j] = static_cast<float>(c[r][j]);
+}
+
+}  // namespace
+
+bool HasAvx2Fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+void FakeQuantizeGroupEven(float* v) {
+  static constexpr double kGrid[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  double amax = 0.0;
+  for (int i = 0; i < 32; ++i) {
+    if (!std::isfinite(v[i])) {
+      for (int j = 0; j < 32; ++j) v[j] = std::numeric_limits<float>::quiet_NaN();
+      return;
+    }
+    amax = std::max(amax, std::fabs(static_cast<double>(v[i])));
+  }
+  if (amax == 0.0) {
+    for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+    return;
+  }
+  // The "even" rule is defined on the fp32 bit pattern of amax.
+  const float famax = static_cast<float>(amax);
+  uint32_t bits;
+  std::memcpy(&bits, &famax, 4);
+  bits = (bits + 0x200000u) & 0xFF800000u;
+  float rounded;
+  std::memcpy(&rounded, &bits, 4);
+  int e;
+  if (rounded == 0.0f) {
+    e = -127;
+  } else if (std::isinf(rounded)) {
+    e = 127;
+  } else {
+    int ex;
+    std::frexp(static_cast<double>(rounded), &ex);  // rounded = f * 2^ex, f in [0.5, 1)
+    e = std::clamp(ex - 1 - 2, -127, 127);
+  }
+  const double scale = std::ldexp(1.0, e);
+  for (int i = 0; i < 32; ++i) {
+    const double q = std::fabs(static_cast<double>(v[i])) / scale;
+    int best = 7;
+    if (q < 6.0) {
+      best = 0;
+      for (int c = 1; c < 8; ++c) {
+        const double d = std::fabs(q - kGrid[c]), db = std::fabs(q - kGrid[best]);
+        if (d < db || (d == db && (c % 2) == 0)) best = c;
+      }
+    }
+    const double mag = kGrid[best] * scale;
+    v[i] = static_cast<float>(std::signbit(v[i]) ? -mag : mag);
+  }
+}
+
+std::vector<int64_t> SampleRows(int64_t M, int64_t count, uint64_t seed) {
+  std::vector<int64_t> rows;
+  auto add = [&](int64_t r) {
+    if (r >= 0 && r < M) rows.push_back(r);
+  };
+  add(0);
+  add(M - 1);
+  for (int64_t t : {16, 32, 64, 128, 256}) {
+    const int64_t last_tile = ((M - 1) / t) * t;
+    add(last_tile);
+    add(last_tile - 1);
+  }
+  for (int64_t edge = 256; edge < M && static_cast<int64_t>(rows.size()) < count; edge += 256) {
+    add(edge - 1);
+    add(edge);
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> pick(0, M - 1);
+  const int64_t target = std::min(count, M);
+  while (static_cast<int64_t>(rows.size()) < target) {
+    const int64_t r = pick(rng);
+    auto it = std::lower_bound(rows.begin(), rows.end(), r);
+    if (it == rows.end() || *it != r) rows.insert(it, r);
+  }
+  return rows;
+}
+
+absl::Status ReferenceGemm(const GemmShape& s, const float* x, const XStrides& xs, const WeightView& w, float* y,
+                           const YStrides& ys, const ReferenceOptions& opt) {
+  if (absl::Status st = ValidateShape(s); !st.ok()) return st;
+  if (x == nullptr) return absl::InvalidArgumentError("x is null");
+  if (w.packed == nullptr) return absl::InvalidArgumentError("w.packed is null");
+  if (w.scales == nullptr) return absl::InvalidArgumentError("w.scales is null");
+  if (y == nullptr) return absl::InvalidArgumentError("y is null");
+  std::vector<int64_t> all_rows;
+  const std::vector<int64_t>* rows = &opt.rows;
+  if (opt.rows.empty()) {
+    all_rows.resize(s.M);
+    for (int64_t m = 0; m < s.M; ++m) all_rows[m] = m;
+    rows = &all_rows;
+  } else {
+    for (int64_t r : opt.rows) {
+      if (r < 0 || r >= s.M) return absl::InvalidArgumentError(absl::StrCat("rows: row ", r, " is outside [0, M=", s.M, ")"));
+    }
+  }
+
+  const int64_t K = s.K, N = s.N;
+  const int64_t ldw = (N + kCols - 1) / kCols * kCols;
+  // Dequantized weights, transposed: wt[b][k][n], zero-padded to ldw columns.
+  std::vector<float> wt(static_cast<size_t>(s.B) * K * ldw, 0.0f);
+  ParallelFor(s.B * ((N + 63) / 64), opt.threads, [&](int64_t i, int) {
+    const int64_t b = i / ((N + 63) / 64), n0 = (i % ((N + 63) / 64)) * 64;
+    float* wb = wt.data() + b * K * ldw;
+    for (int64_t n = n0; n < std::min(N, n0 + 64); ++n) {
+      const uint8_t* pr = w.packed + b * w.packed_stride_b + n * w.packed_stride_n;
+      const uint8_t* sr = w.scales + b * w.scale_stride_b + n * w.scale_stride_n;
+      for (int64_t k = 0; k < K; ++k) wb[k * ldw + n] = DequantW(pr, sr, k);
+    }
+  });
+
+  const bool avx = HasAvx2Fma() && !opt.force_scalar && !opt.fp64_accumulate;
+  const int64_t chunks = (static_cast<int64_t>(rows->size()) + kRows - 1) / kRows;
+  const int threads = EffectiveThreads(s.B * chunks, opt.threads);
+  std::vector<std::vector<float>> scratch(threads, std::vector<float>(kRows * K + kRows * kCols));
+  ParallelFor(s.B * chunks, threads, [&](int64_t i, int tid) {
+    const int64_t b = i / chunks, c0 = (i % chunks) * kRows;
+    const int nr = static_cast<int>(std::min<int64_t>(kRows, rows->size() - c0));
+    float* a = scratch[tid].data();
+    float* out = a + kRows * K;
+    for (int r = 0; r < kRows; ++r) {
+      float* ar = a + r * K;
+      if (r >= nr) {
+        std::fill(ar, ar + K, 0.0f);
+        continue;
+      }
+      const float* xr = x + b * xs.b + (*rows)[c0 + r] * xs.m;
+      for (int64_t k = 0; k < K; ++k) ar[k] = RefBf16(xr[k * xs.k]);
+      if (opt.activations == ActivationMode::kMxfp4Even) {
+        for (int64_t g = 0; g < K; g += 32) FakeQuantizeGroupEven(ar + g);
+      }
+    }
+    const float* wb = wt.data() + b * K * ldw;
+    for (int64_t n0 = 0; n0 < N; n0 += kCols) {
+      if (opt.fp64_accumulate) Tile6x16Fp64(a, K, wb + n0, ldw, out);
+      else if (avx) Tile6x16Avx2(a, K, wb + n0, ldw, out);
+      else Tile6x16Scalar(a, K, wb + n0, ldw, out);
+      const int nc = static_cast<int>(std::min<int64_t>(kCols, N - n0));
+      for (int r = 0; r < nr; ++r) {
+        float* yr = y + b * ys.b + (*rows)[c0 + r] * ys.m + n0;
+        std::memcpy(yr, out + r * kCols, nc * sizeof(float));
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace reference
+}  // namespace mxval

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package the mxval build and tests need.
+# Idempotent: skips apt entirely when everything is already installed.
+# Must run as root (or with sudo available) on Debian 12.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libabsl-dev            # absl::Status / StatusOr, synchronization
+  nlohmann-json3-dev     # JSON: config tables, safetensors headers, reports
+  libgtest-dev libgmock-dev
+  libbenchmark-dev       # Google Benchmark (bench/)
+  libopenblas-dev        # the cblas_sgemm peer in bench/
+  python3-numpy          # cross-checks .npy files written by mxval in tests
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

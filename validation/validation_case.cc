@@ -1,0 +1,85 @@
+#include "validation/validation_case.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/mxfp4/quantize.h"
+#include "reference/reference_gemm.h"
+
+namespace mxval {
+
+absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes) {
+  MXVAL_RETURN_IF_ERROR(ValidateShape(spec.shape));
+  const GemmShape& s = spec.shape;
+  const int64_t rows_g = s.M + spec.guard_rows;
+  const int64_t pitch = spec.strided_x ? s.K + spec.x_pitch_extra : s.K;
+  const int64_t x_elems = s.B * rows_g * pitch;
+  const int64_t prow = s.K / 2 + 16, srow = s.K / 32 + spec.guard_groups;
+  const int64_t bytes = x_elems * 6 + s.B * s.N * (prow + srow) + s.B * s.M * s.N * 6;
+  if (s.B > (int64_t{1} << 20) || s.M > (int64_t{1} << 24) || s.N > (int64_t{1} << 20) || s.K > (int64_t{1} << 20) ||
+      bytes > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("case needs about ", bytes >> 20, " MiB, over the cap of ",
+                                                     max_bytes >> 20, " MiB"));
+  }
+  CaseData d;
+  d.spec = spec;
+  d.x_f32.assign(x_elems, std::numeric_limits<float>::quiet_NaN());
+  if (spec.strided_x) d.xs = {pitch, s.B * pitch, 1};   // memory (M+g, B, pitch)
+  else d.xs = {rows_g * pitch, pitch, 1};                // memory (B, M+g, K)
+  for (int64_t b = 0; b < s.B; ++b) {
+    // One generator stream per batch so layouts see identical values.
+    std::vector<float> tmp(s.M * s.K);
+    FillTensor(spec.x_gen, OperandSeed(spec.seed, 100 + b), tmp.data(), s.M, s.K, s.K);
+    for (int64_t m = 0; m < s.M; ++m)
+      for (int64_t k = 0; k < s.K; ++k) d.x_f32[b * d.xs.b + m * d.xs.m + k] = tmp[m * s.K + k];
+  }
+  d.x_bf16.resize(x_elems);
+  for (int64_t i = 0; i < x_elems; ++i) d.x_bf16[i] = mxfp4::FloatToBf16Bits(d.x_f32[i]);
+
+  d.packed.assign(s.B * s.N * prow, 0xFF);
+  d.scales.assign(s.B * s.N * srow, mxfp4::kScaleNaN);
+  std::vector<float> wf(s.N * s.K);
+  for (int64_t b = 0; b < s.B; ++b) {
+    FillTensor(spec.w_gen, OperandSeed(spec.seed, 1'000'000 + b), wf.data(), s.N, s.K, s.K);
+    MXVAL_RETURN_IF_ERROR(mxfp4::QuantizeRows(wf.data(), s.N, s.K, s.K, spec.w_rule, d.packed.data() + b * s.N * prow,
+                                              prow, d.scales.data() + b * s.N * srow, srow));
+  }
+  d.w = {d.packed.data(), s.N * prow, prow, d.scales.data(), s.N * srow, srow};
+  d.ys = YStrides::For(s, spec.layout);
+  d.y_elems = s.B * s.M * s.N;
+  return d;
+}
+
+absl::StatusOr<CaseResult> CheckKernel(const CaseData& d, const KernelFn& kernel, const CheckOptions& opt) {
+  const GemmShape& s = d.spec.shape;
+  CaseResult res;
+  std::vector<uint16_t> y(d.y_elems, reference::kPoisonBf16Bits);
+  using Clock = std::chrono::steady_clock;
+  double best = std::numeric_limits<double>::infinity();
+  for (int rep = 0; rep < std::max(1, opt.repetitions); ++rep) {
+    const auto t0 = Clock::now();
+    MXVAL_RETURN_IF_ERROR(kernel(d, y.data()));
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  res.kernel_seconds = best;
+
+  reference::ReferenceOptions ropt;
+  ropt.activations = d.spec.activations;
+  ropt.threads = opt.threads;
+  if (s.M > opt.sample_above_m) ropt.rows = reference::SampleRows(s.M, opt.sample_rows, d.spec.seed);
+  res.rows_checked = ropt.rows.empty() ? s.M : static_cast<int64_t>(ropt.rows.size());
+  std::vector<float> want(d.y_elems, 0.0f);
+  const auto t0 = Clock::now();
+  MXVAL_RETURN_IF_ERROR(reference::ReferenceGemm(s, d.x_f32.data(), d.xs, d.w, want.data(), d.ys, ropt));
+  res.reference_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  std::vector<float> got(d.y_elems);
+  for (int64_t i = 0; i < d.y_elems; ++i) got[i] = mxfp4::Bf16BitsToFloat(y[i]);
+  res.accuracy = reference::CompareOutputs(s, got.data(), d.ys, want.data(), d.ys, ropt.rows, opt.tolerance);
+  return res;
+}
+
+}  // namespace mxval

@@ -1,0 +1,83 @@
+// One validation case: inputs built with guard regions, a kernel run on
+// poisoned outputs, the FP32 reference on the same inputs, and the verdict.
+//
+// Guards (so out-of-bounds reads fail loudly):
+//   x       NaN rows past M (per batch) and NaN in the row pitch past K
+//   scales  0xFF (NaN) groups past K/32 in every row
+//   packed  0xFF bytes past K/2 in every row
+//   y       poisoned (signalling NaN) before the kernel runs
+#ifndef MXVAL_VALIDATION_VALIDATION_CASE_H_
+#define MXVAL_VALIDATION_VALIDATION_CASE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/gemm_problem.h"
+#include "common/inputs.h"
+#include "kernels/dispatch/tile_config.h"
+#include "kernels/mxfp4/mxfp4.h"
+#include "reference/accuracy.h"
+
+namespace mxval {
+
+struct CaseSpec {
+  std::string op = "custom";  // "kup", "vup" or "custom": selects the dispatch table
+  GemmShape shape;
+  ActivationMode activations = ActivationMode::kBf16;
+  OutputLayout layout = OutputLayout::kHeadMajor;
+  // x stored as (M, B, x_pitch) memory, viewed as (B, M, K) with strides
+  // (x_pitch, B * x_pitch, 1), as q_nope is inside q in the model; else dense.
+  bool strided_x = false;
+  int64_t x_pitch_extra = 64;  // x_pitch = K + this when strided
+  GeneratorSpec x_gen;
+  GeneratorSpec w_gen;
+  mxfp4::ScaleRule w_rule = mxfp4::ScaleRule::kEven;
+  uint64_t seed = 1;
+  int64_t guard_rows = 3;
+  int64_t guard_groups = 2;
+};
+
+// Buffers for one case. Owns everything; views point inside.
+struct CaseData {
+  CaseSpec spec;
+  std::vector<float> x_f32;      // with guards
+  std::vector<uint16_t> x_bf16;  // same layout, bf16 bits
+  XStrides xs;
+  std::vector<uint8_t> packed, scales;
+  WeightView w;
+  YStrides ys;
+  int64_t y_elems = 0;
+
+  // INVALID_ARGUMENT for invalid shapes; RESOURCE_EXHAUSTED past max_bytes.
+  static absl::StatusOr<CaseData> Build(const CaseSpec& spec, int64_t max_bytes = int64_t{8} << 30);
+};
+
+// A kernel under test: writes y (bf16 bits, layout from the case) or fails.
+using KernelFn = std::function<absl::Status(const CaseData&, uint16_t* y)>;
+
+struct CaseResult {
+  reference::AccuracyReport accuracy;
+  double kernel_seconds = 0;     // best of the timed repetitions
+  double reference_seconds = 0;
+  int64_t rows_checked = 0;      // M, or the sampled row count
+};
+
+struct CheckOptions {
+  reference::Tolerance tolerance;
+  // Compute the reference on sampled rows only when M exceeds this.
+  int64_t sample_above_m = 4096;
+  int64_t sample_rows = 512;
+  int repetitions = 1;           // kernel runs timed (first one is checked)
+  int threads = 0;
+};
+
+// Poisons y, runs the kernel, runs the reference, compares.
+// Errors: the kernel's own error (e.g. INVALID_ARGUMENT from CanImplement).
+absl::StatusOr<CaseResult> CheckKernel(const CaseData& data, const KernelFn& kernel, const CheckOptions& options);
+
+}  // namespace mxval
+
+#endif  // MXVAL_VALIDATION_VALIDATION_CASE_H_
