@@ -37,23 +37,29 @@ inline float DequantW(const uint8_t* packed_row, const uint8_t* scale_row, int64
 }
 
 // out[r][0..15] = sum_k a[r][k] * wt[k][n0..n0+15], r < kRows.
+// Named accumulators keep all twelve in registers.
 __attribute__((target("avx2,fma"))) void Tile6x16Avx2(const float* a, int64_t K, const float* wt, int64_t ldw,
                                                       float* out) {
-  __m256 c[kRows][2];
-  for (int r = 0; r < kRows; ++r) c[r][0] = c[r][1] = _mm256_setzero_ps();
+  __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+  c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
+  const float *a0 = a, *a1 = a + K, *a2 = a + 2 * K, *a3 = a + 3 * K, *a4 = a + 4 * K, *a5 = a + 5 * K;
   for (int64_t k = 0; k < K; ++k) {
     const __m256 b0 = _mm256_loadu_ps(wt + k * ldw);
     const __m256 b1 = _mm256_loadu_ps(wt + k * ldw + 8);
-    for (int r = 0; r < kRows; ++r) {
-      const __m256 av = _mm256_broadcast_ss(a + r * K + k);
-      c[r][0] = _mm256_fmadd_ps(av, b0, c[r][0]);
-      c[r][1] = _mm256_fmadd_ps(av, b1, c[r][1]);
-    }
+    __m256 v;
+    v = _mm256_broadcast_ss(a0 + k); c00 = _mm256_fmadd_ps(v, b0, c00); c01 = _mm256_fmadd_ps(v, b1, c01);
+    v = _mm256_broadcast_ss(a1 + k); c10 = _mm256_fmadd_ps(v, b0, c10); c11 = _mm256_fmadd_ps(v, b1, c11);
+    v = _mm256_broadcast_ss(a2 + k); c20 = _mm256_fmadd_ps(v, b0, c20); c21 = _mm256_fmadd_ps(v, b1, c21);
+    v = _mm256_broadcast_ss(a3 + k); c30 = _mm256_fmadd_ps(v, b0, c30); c31 = _mm256_fmadd_ps(v, b1, c31);
+    v = _mm256_broadcast_ss(a4 + k); c40 = _mm256_fmadd_ps(v, b0, c40); c41 = _mm256_fmadd_ps(v, b1, c41);
+    v = _mm256_broadcast_ss(a5 + k); c50 = _mm256_fmadd_ps(v, b0, c50); c51 = _mm256_fmadd_ps(v, b1, c51);
   }
-  for (int r = 0; r < kRows; ++r) {
-    _mm256_storeu_ps(out + r * kCols, c[r][0]);
-    _mm256_storeu_ps(out + r * kCols + 8, c[r][1]);
-  }
+  _mm256_storeu_ps(out + 0 * kCols, c00); _mm256_storeu_ps(out + 0 * kCols + 8, c01);
+  _mm256_storeu_ps(out + 1 * kCols, c10); _mm256_storeu_ps(out + 1 * kCols + 8, c11);
+  _mm256_storeu_ps(out + 2 * kCols, c20); _mm256_storeu_ps(out + 2 * kCols + 8, c21);
+  _mm256_storeu_ps(out + 3 * kCols, c30); _mm256_storeu_ps(out + 3 * kCols + 8, c31);
+  _mm256_storeu_ps(out + 4 * kCols, c40); _mm256_storeu_ps(out + 4 * kCols + 8, c41);
+  _mm256_storeu_ps(out + 5 * kCols, c50); _mm256_storeu_ps(out + 5 * kCols + 8, c51);
 }
 
 void Tile6x16Scalar(const float* a, int64_t K, const float* wt, int64_t ldw, float* out) {

@@ -22,90 +22,120 @@ bool CpuHasAvx2Fma() {
   return has;
 }
 
-// c[6 x 16] (+)= ap[kc x 6]^T-packed * bp[kc x 16]; ldc = row stride of c.
-__attribute__((target("avx2,fma"))) void Micro6x16Avx2(int64_t kc, const float* ap, const float* bp, float* c,
-                                                       int64_t ldc, bool accumulate) {
-  __m256 acc[kMr][2];
-  for (int r = 0; r < kMr; ++r) {
-    acc[r][0] = accumulate ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();
-    acc[r][1] = accumulate ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_setzero_ps();
+// c[6 x 16] (+)= a[6 rows, stride lda][kc] * bp[kc x 16] (packed panel);
+// ldc = row stride of c. Twelve named accumulators (not an array) so they
+// stay in ymm registers.
+__attribute__((target("avx2,fma"))) void Micro6x16Avx2(int64_t kc, const float* ap, int64_t lda, const float* bp,
+                                                       float* c, int64_t ldc, bool accumulate) {
+  __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+  if (accumulate) {
+    c00 = _mm256_loadu_ps(c + 0 * ldc); c01 = _mm256_loadu_ps(c + 0 * ldc + 8);
+    c10 = _mm256_loadu_ps(c + 1 * ldc); c11 = _mm256_loadu_ps(c + 1 * ldc + 8);
+    c20 = _mm256_loadu_ps(c + 2 * ldc); c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
+    c30 = _mm256_loadu_ps(c + 3 * ldc); c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
+    c40 = _mm256_loadu_ps(c + 4 * ldc); c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
+    c50 = _mm256_loadu_ps(c + 5 * ldc); c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+  } else {
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
   }
   for (int64_t k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_load_ps(bp);
     const __m256 b1 = _mm256_load_ps(bp + 8);
-    _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * kNr), _MM_HINT_T0);
-#pragma GCC unroll 6
-    for (int r = 0; r < kMr; ++r) {
-      const __m256 a = _mm256_broadcast_ss(ap + r);
-      acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
-    }
-    ap += kMr;
+    __m256 a;
+    a = _mm256_broadcast_ss(ap + k); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
+    a = _mm256_broadcast_ss(ap + lda + k); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
+    a = _mm256_broadcast_ss(ap + 2 * lda + k); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
+    a = _mm256_broadcast_ss(ap + 3 * lda + k); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
+    a = _mm256_broadcast_ss(ap + 4 * lda + k); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
+    a = _mm256_broadcast_ss(ap + 5 * lda + k); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
     bp += kNr;
   }
-  for (int r = 0; r < kMr; ++r) {
-    _mm256_storeu_ps(c + r * ldc, acc[r][0]);
-    _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
-  }
+  _mm256_storeu_ps(c + 0 * ldc, c00); _mm256_storeu_ps(c + 0 * ldc + 8, c01);
+  _mm256_storeu_ps(c + 1 * ldc, c10); _mm256_storeu_ps(c + 1 * ldc + 8, c11);
+  _mm256_storeu_ps(c + 2 * ldc, c20); _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+  _mm256_storeu_ps(c + 3 * ldc, c30); _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+  _mm256_storeu_ps(c + 4 * ldc, c40); _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+  _mm256_storeu_ps(c + 5 * ldc, c50); _mm256_storeu_ps(c + 5 * ldc + 8, c51);
 }
 
-void Micro6x16Scalar(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate) {
+void Micro6x16Scalar(int64_t kc, const float* ap, int64_t lda, const float* bp, float* c, int64_t ldc,
+                     bool accumulate) {
   float acc[kMr][kNr];
   for (int r = 0; r < kMr; ++r)
     for (int j = 0; j < kNr; ++j) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;
-  for (int64_t k = 0; k < kc; ++k, ap += kMr, bp += kNr)
+  for (int64_t k = 0; k < kc; ++k, bp += kNr)
     for (int r = 0; r < kMr; ++r)
-      for (int j = 0; j < kNr; ++j) acc[r][j] = __builtin_fmaf(ap[r], bp[j], acc[r][j]);
+      for (int j = 0; j < kNr; ++j) acc[r][j] = __builtin_fmaf(ap[r * lda + k], bp[j], acc[r][j]);
   for (int r = 0; r < kMr; ++r)
     for (int j = 0; j < kNr; ++j) c[r * ldc + j] = acc[r][j];
 }
 
-// Dequantizes w[b, n0:n0+bn, k0:k0+kc] into panel layout [bn/16][kc][16];
+// Dequantizes w[b, n0:n0+16*slabs, k0:k0+kc] into a panel laid out
+// [slab][ldk][16] starting at k offset (k0 - kbase) within each slab;
 // columns at or past N are zero. k0 and kc are multiples of 32.
-void PackWeights(const WeightView& w, int64_t b, int64_t n0, int bn, int64_t N, int64_t k0, int64_t kc, float* panel) {
-  for (int j0 = 0; j0 < bn; j0 += kNr) {
-    float* dst = panel + static_cast<int64_t>(j0) * kc;
+void PackWeights(const WeightView& w, int64_t b, int64_t n0, int slabs, int64_t N, int64_t k0, int64_t kc,
+                 int64_t kbase, int64_t ldk, float* panel) {
+  float lut[16];
+  for (uint32_t c = 0; c < 16; ++c) lut[c] = mxfp4::DecodeE2M1(c);
+  for (int sl = 0; sl < slabs; ++sl) {
+    const uint8_t* prow[kNr];
+    const uint8_t* srow[kNr];
+    static const uint8_t kZeroRow[2048 + 128] = {};  // code 0 / any scale -> 0
     for (int j = 0; j < kNr; ++j) {
-      const int64_t n = n0 + j0 + j;
-      if (n >= N) {
-        for (int64_t k = 0; k < kc; ++k) dst[k * kNr + j] = 0.0f;
-        continue;
-      }
-      const uint8_t* pr = w.packed + b * w.packed_stride_b + n * w.packed_stride_n + k0 / 2;
-      const uint8_t* sr = w.scales + b * w.scale_stride_b + n * w.scale_stride_n + k0 / 32;
-      for (int64_t g = 0; g < kc / 32; ++g) {
-        const float scale = mxfp4::DecodeE8M0(sr[g]);
-        for (int i = 0; i < 16; ++i) {
-          const uint8_t byte = pr[g * 16 + i];
-          dst[(g * 32 + 2 * i) * kNr + j] = mxfp4::DecodeE2M1(byte & 0xFu) * scale;
-          dst[(g * 32 + 2 * i + 1) * kNr + j] = mxfp4::DecodeE2M1(byte >> 4) * scale;
+      const int64_t n = n0 + sl * kNr + j;
+      prow[j] = n < N ? w.packed + b * w.packed_stride_b + n * w.packed_stride_n + k0 / 2 : kZeroRow;
+      srow[j] = n < N ? w.scales + b * w.scale_stride_b + n * w.scale_stride_n + k0 / 32 : kZeroRow;
+    }
+    float* dst = panel + static_cast<int64_t>(sl) * ldk * kNr + (k0 - kbase) * kNr;
+    for (int64_t g = 0; g < kc / 32; ++g) {
+      float scale[kNr];
+      for (int j = 0; j < kNr; ++j) scale[j] = mxfp4::DecodeE8M0(srow[j][g]);
+      for (int i = 0; i < 16; ++i) {
+        float* d0 = dst + (g * 32 + 2 * i) * kNr;
+        for (int j = 0; j < kNr; ++j) {
+          const uint8_t byte = prow[j][g * 16 + i];
+          d0[j] = lut[byte & 0xFu] * scale[j];
+          d0[kNr + j] = lut[byte >> 4] * scale[j];
         }
       }
     }
   }
 }
 
-// Converts x[b, m0:m0+rows, k0:k0+kc] (bf16) into panel [ceil(rows/6)][kc][6],
-// zero rows past `rows`; in mxfp4-even mode each 32-K group is re-quantized.
-void PackActivations(const CpuGemmArgs& a, int64_t b, int64_t m0, int rows, int64_t k0, int64_t kc, float* panel) {
-  float row[4096];
+__attribute__((target("avx2"))) void Bf16ToFloatAvx2(const uint16_t* src, int64_t n, float* dst) {
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k));
+    _mm256_storeu_ps(dst + k, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+  }
+  for (; k < n; ++k) dst[k] = mxfp4::Bf16BitsToFloat(src[k]);
+}
+
+// Converts x[b, m0:m0+rows, k0:k0+kc] (bf16) into rows of `a` (row stride
+// lda, column offset k0 - kbase); rows from `rows` up to a multiple of 6 are
+// zero. In mxfp4-even mode each 32-K group is re-quantized.
+void PackActivations(const CpuGemmArgs& args, bool avx, int64_t b, int64_t m0, int rows, int64_t k0, int64_t kc,
+                     int64_t kbase, int64_t lda, float* a) {
   uint8_t codes[32];
-  const int slabs = (rows + kMr - 1) / kMr;
-  for (int r = 0; r < slabs * kMr; ++r) {
-    float* dst = panel + static_cast<int64_t>(r / kMr) * kc * kMr + (r % kMr);
+  const int padded = (rows + kMr - 1) / kMr * kMr;
+  for (int r = 0; r < padded; ++r) {
+    float* dst = a + static_cast<int64_t>(r) * lda + (k0 - kbase);
     if (r >= rows) {
-      for (int64_t k = 0; k < kc; ++k) dst[k * kMr] = 0.0f;
+      std::fill(dst, dst + kc, 0.0f);
       continue;
     }
-    const uint16_t* xr = a.x + b * a.xs.b + (m0 + r) * a.xs.m + k0 * a.xs.k;
-    for (int64_t k = 0; k < kc; ++k) row[k] = mxfp4::Bf16BitsToFloat(xr[k * a.xs.k]);
-    if (a.activations == ActivationMode::kMxfp4Even) {
+    const uint16_t* xr = args.x + b * args.xs.b + (m0 + r) * args.xs.m + k0 * args.xs.k;
+    if (args.xs.k == 1 && avx) {
+      Bf16ToFloatAvx2(xr, kc, dst);
+    } else {
+      for (int64_t k = 0; k < kc; ++k) dst[k] = mxfp4::Bf16BitsToFloat(xr[k * args.xs.k]);
+    }
+    if (args.activations == ActivationMode::kMxfp4Even) {
       for (int64_t g = 0; g < kc; g += 32) {
-        const float s = mxfp4::DecodeE8M0(mxfp4::QuantizeBlock(row + g, 1, 32, mxfp4::ScaleRule::kEven, codes));
-        for (int i = 0; i < 32; ++i) row[g + i] = mxfp4::DecodeE2M1(codes[i]) * s;
+        const float s = mxfp4::DecodeE8M0(mxfp4::QuantizeBlock(dst + g, 1, 32, mxfp4::ScaleRule::kEven, codes));
+        for (int i = 0; i < 32; ++i) dst[g + i] = mxfp4::DecodeE2M1(codes[i]) * s;
       }
     }
-    for (int64_t k = 0; k < kc; ++k) dst[k * kMr] = row[k];
   }
 }
 
@@ -137,13 +167,13 @@ absl::Status RunA16WFP4(const CpuGemmArgs& a, const TileConfig& c) {
   }
   const GemmShape& s = a.shape;
   const int64_t kblocks = (s.K + c.block_k - 1) / c.block_k;
-  const int64_t ntiles = (s.N + c.block_n - 1) / c.block_n;
   const int64_t mtiles = (s.M + c.block_m - 1) / c.block_m;
-  // Group M tiles so that there are enough programs to feed every thread,
-  // while each program still reuses its dequantized weight panel across
-  // as many M tiles as possible.
+  const int64_t nslabs_total = (s.N + kNr - 1) / kNr;
+  // Programs: (batch, K split, M group). Each dequantizes its batch's weight
+  // panel for its K range once and reuses it across all of its M tiles; M is
+  // grouped only as far as needed to give every thread work.
   const int threads = a.threads > 0 ? a.threads : DefaultThreadCount();
-  const int64_t outer = s.B * ntiles * c.ksplit;
+  const int64_t outer = s.B * c.ksplit;
   const int64_t groups = std::min<int64_t>(mtiles, std::max<int64_t>(1, (4 * threads + outer - 1) / outer));
   const int64_t tiles_per_group = (mtiles + groups - 1) / groups;
   const int64_t programs = outer * groups;
@@ -152,69 +182,70 @@ absl::Status RunA16WFP4(const CpuGemmArgs& a, const TileConfig& c) {
   if (c.ksplit > 1) partial.resize(static_cast<size_t>(c.ksplit) * s.B * s.M * s.N);
   const bool avx = CpuHasAvx2Fma() && !a.force_scalar;
   const int nthreads = EffectiveThreads(programs, threads);
-  const int64_t max_kc = std::min<int64_t>(c.block_k, s.K);
-  const int64_t panel_k = std::min<int64_t>(s.K, (kblocks + c.ksplit - 1) / c.ksplit * c.block_k);
-  const int64_t a_slabs = (c.block_m + kMr - 1) / kMr;
+  const int64_t max_krange = std::min<int64_t>(s.K, (kblocks + c.ksplit - 1) / c.ksplit * c.block_k);
+  const int64_t a_rows = (c.block_m + kMr - 1) / kMr * kMr;
+  const int64_t ldc = nslabs_total * kNr;
   struct Scratch {
-    std::vector<float, std::allocator<float>> wpanel, apanel, ctile;
+    std::vector<float> wpanel, apanel, ctile;
   };
   std::vector<Scratch> scratch(nthreads);
   for (Scratch& sc : scratch) {
-    sc.wpanel.resize(panel_k * c.block_n + 16);
-    sc.apanel.resize(a_slabs * kMr * max_kc + 16);
-    sc.ctile.resize(a_slabs * kMr * c.block_n + 16);
+    sc.wpanel.resize(nslabs_total * kNr * max_krange + 16);
+    sc.apanel.resize(a_rows * max_krange);
+    sc.ctile.resize(a_rows * ldc);
   }
 
   ParallelFor(programs, nthreads, [&](int64_t pid, int tid) {
-    int64_t rest = pid;
-    const int64_t g = rest % groups;
-    rest /= groups;
-    const int64_t split = rest % c.ksplit;
-    rest /= c.ksplit;
-    const int64_t nt = rest % ntiles;
-    const int64_t b = rest / ntiles;
+    const int64_t g = pid % groups;
+    const int64_t split = (pid / groups) % c.ksplit;
+    const int64_t b = pid / groups / c.ksplit;
     const int64_t kb0 = split * kblocks / c.ksplit, kb1 = (split + 1) * kblocks / c.ksplit;
     const int64_t kbeg = kb0 * c.block_k, kend = std::min<int64_t>(s.K, kb1 * c.block_k);
-    const int64_t n0 = nt * c.block_n;
-    const int ncols = static_cast<int>(std::min<int64_t>(c.block_n, s.N - n0));
-    const int nslabs = (ncols + kNr - 1) / kNr;
+    const int64_t krange = kend - kbeg;
     Scratch& sc = scratch[tid];
-    // 16-byte alignment for the aligned panel loads.
+    // 64-byte alignment for the aligned panel loads.
     float* wpanel = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(sc.wpanel.data()) + 63) & ~uintptr_t{63});
     float* apanel = sc.apanel.data();
     float* ctile = sc.ctile.data();
-    const int64_t ldc = c.block_n;
 
-    // Dequantize this program's weight tile once: [kblock][slab][kc][16].
-    PackWeights(a.w, b, n0, nslabs * kNr, s.N, kbeg, kend - kbeg, wpanel);
-    // PackWeights above lays out [slab][K range][16]; index by (slab, k).
-    const int64_t krange = kend - kbeg;
-
+    // Dequantize this program's weights once, BLOCK_K at a time (the last
+    // block is ragged when K is not a multiple of BLOCK_K: masked to K).
+    for (int64_t k0 = kbeg; k0 < kend; k0 += c.block_k) {
+      const int64_t kc = std::min<int64_t>(c.block_k, kend - k0);
+      PackWeights(a.w, b, 0, static_cast<int>(nslabs_total), s.N, k0, kc, kbeg, krange, wpanel);
+    }
     for (int64_t mt = g * tiles_per_group; mt < std::min(mtiles, (g + 1) * tiles_per_group); ++mt) {
       const int64_t m0 = mt * c.block_m;
       const int rows = static_cast<int>(std::min<int64_t>(c.block_m, s.M - m0));
       const int mslabs = (rows + kMr - 1) / kMr;
       for (int64_t k0 = kbeg; k0 < kend; k0 += c.block_k) {
-        const int64_t kc = std::min<int64_t>(c.block_k, kend - k0);  // ragged K: masked to K
-        PackActivations(a, b, m0, rows, k0, kc, apanel);
-        for (int i = 0; i < mslabs; ++i) {
-          for (int j = 0; j < nslabs; ++j) {
-            const float* ap = apanel + static_cast<int64_t>(i) * kc * kMr;
-            const float* bp = wpanel + static_cast<int64_t>(j) * kNr * krange + (k0 - kbeg) * kNr;
-            float* cp = ctile + static_cast<int64_t>(i) * kMr * ldc + j * kNr;
-            if (avx) Micro6x16Avx2(kc, ap, bp, cp, ldc, k0 != kbeg);
-            else Micro6x16Scalar(kc, ap, bp, cp, ldc, k0 != kbeg);
+        PackActivations(a, avx, b, m0, rows, k0, std::min<int64_t>(c.block_k, kend - k0), kbeg, krange, apanel);
+      }
+      // BLOCK_N columns at a time: that slice of the panel stays in cache
+      // while every 6-row slab of the M tile streams past it.
+      for (int64_t n0 = 0; n0 < s.N; n0 += c.block_n) {
+        const int64_t j1 = std::min<int64_t>(nslabs_total, (n0 + c.block_n) / kNr);
+        for (int64_t k0 = kbeg; k0 < kend; k0 += std::max<int64_t>(c.block_k, 256)) {
+          const int64_t kc = std::min<int64_t>(std::max<int64_t>(c.block_k, 256), kend - k0);
+          for (int64_t j = n0 / kNr; j < j1; ++j) {
+            const float* bp = wpanel + j * kNr * krange + (k0 - kbeg) * kNr;
+            for (int i = 0; i < mslabs; ++i) {
+              const float* ap = apanel + static_cast<int64_t>(i) * kMr * krange + (k0 - kbeg);
+              float* cp = ctile + static_cast<int64_t>(i) * kMr * ldc + j * kNr;
+              if (avx) Micro6x16Avx2(kc, ap, krange, bp, cp, ldc, k0 != kbeg);
+              else Micro6x16Scalar(kc, ap, krange, bp, cp, ldc, k0 != kbeg);
+            }
           }
         }
       }
       for (int r = 0; r < rows; ++r) {
         const float* cr = ctile + static_cast<int64_t>(r) * ldc;
         if (c.ksplit == 1) {
-          uint16_t* yr = a.y + b * a.ys.b + (m0 + r) * a.ys.m + n0;
-          for (int j = 0; j < ncols; ++j) yr[j] = mxfp4::FloatToBf16Bits(cr[j]);
+          uint16_t* yr = a.y + b * a.ys.b + (m0 + r) * a.ys.m;
+          for (int64_t n = 0; n < s.N; ++n) yr[n] = mxfp4::FloatToBf16Bits(cr[n]);
         } else {
-          float* pr = partial.data() + ((split * s.B + b) * s.M + m0 + r) * s.N + n0;
-          std::memcpy(pr, cr, ncols * sizeof(float));
+          float* pr = partial.data() + ((split * s.B + b) * s.M + m0 + r) * s.N;
+          std::memcpy(pr, cr, s.N * sizeof(float));
         }
       }
     }

@@ -1,0 +1,174 @@
+#include "client/cli.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <sys/wait.h>
+
+#include "common/tensor_io.h"
+#include "gtest/gtest.h"
+#include "kernels/mxfp4/mxfp4.h"
+#include "nlohmann/json.hpp"
+
+namespace mxval {
+namespace {
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result Cli(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int code = RunCli(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/mxval_cli_" + name; }
+
+HostTensor RandomFloat(std::vector<int64_t> shape, uint64_t seed) {
+  HostTensor t = HostTensor::Zeros(DType::kF32, shape);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0, 1);
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = n(rng);
+  return t;
+}
+
+TEST(Cli, HelpForEveryVerbAndUnknownVerb) {
+  for (const char* v : {"quantize", "dequantize", "reference", "run"}) {
+    Result r = Cli({v, "--help"});
+    EXPECT_EQ(r.code, 0) << v;
+    EXPECT_NE(r.out.find("usage: mxval"), std::string::npos) << v;
+  }
+  EXPECT_EQ(Cli({"--help"}).code, 0);
+  EXPECT_EQ(Cli({}).code, 2);
+  Result r = Cli({"frobnicate"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("frobnicate"), std::string::npos);
+}
+
+TEST(Cli, BadArgumentsExitTwoNamingTheArgument) {
+  struct Case { std::vector<std::string> args; const char* needle; } cases[] = {
+      {{"quantize", "--input", "x.npy"}, "--out-packed"},
+      {{"quantize", "--input", "/nonexistent.npy", "--out-packed", "p", "--out-scales", "s"}, "--input"},
+      {{"quantize", "--input", "x", "--out-packed", "p", "--out-scales", "s", "--scale-rule", "up"}, "--scale-rule"},
+      {{"run", "--m", "0"}, "--m"},
+      {{"run", "--m", "1,x"}, "--m"},
+      {{"run", "--preset", "llama"}, "--preset"},
+      {{"run", "--shapes", "kup:16x512x100"}, "--shapes"},
+      {{"run", "--config", "BM16"}, "--config"},
+      {{"run", "--activations", "fp8"}, "--activations"},
+      {{"run", "--x-gen", "cauchy"}, "--x-gen"},
+      {{"run", "--table", "/nonexistent.json"}, "--table"},
+      {{"run", "--reps", "-1"}, "--reps"},
+      {{"reference", "--x", "a", "--w-packed", "b", "--w-scales", "c", "--out", "d", "--layout", "diag"}, "--layout"},
+  };
+  for (const Case& c : cases) {
+    Result r = Cli(c.args);
+    EXPECT_EQ(r.code, 2) << c.args[0] << " " << c.needle << ": " << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+  }
+}
+
+TEST(Cli, QuantizeDequantizeReferenceRoundTrip) {
+  const int64_t B = 2, M = 5, N = 24, K = 192;
+  ASSERT_TRUE(SaveNpy(Tmp("w.npy"), RandomFloat({B, N, K}, 1)).ok());
+  ASSERT_TRUE(SaveNpy(Tmp("x.npy"), RandomFloat({B, M, K}, 2)).ok());
+  Result r = Cli({"quantize", "--input", Tmp("w.npy"), "--scale-rule", "floor", "--out-packed", Tmp("wp.npy"),
+                  "--out-scales", Tmp("ws.npy")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto wp = LoadTensor(Tmp("wp.npy"));
+  auto ws = LoadTensor(Tmp("ws.npy"));
+  ASSERT_TRUE(wp.ok() && ws.ok());
+  EXPECT_EQ(wp->shape, (std::vector<int64_t>{B, N, K / 2}));
+  EXPECT_EQ(ws->shape, (std::vector<int64_t>{B, N, K / 32}));
+  r = Cli({"dequantize", "--packed", Tmp("wp.npy"), "--scales", Tmp("ws.npy"), "--out", Tmp("wd.npy")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto wd = LoadTensor(Tmp("wd.npy"));
+  ASSERT_TRUE(wd.ok());
+  for (int64_t i = 0; i < wd->numel(); i += 97) {
+    const int64_t row = i / K, k = i % K;
+    const float want = mxfp4::DecodeE2M1(mxfp4::UnpackCode(wp->as<uint8_t>() + row * K / 2, k)) *
+                       mxfp4::DecodeE8M0(ws->as<uint8_t>()[row * K / 32 + k / 32]);
+    ASSERT_EQ(wd->as<float>()[i], want);
+  }
+  for (const char* layout : {"head-major", "batch-major"}) {
+    r = Cli({"reference", "--x", Tmp("x.npy"), "--w-packed", Tmp("wp.npy"), "--w-scales", Tmp("ws.npy"), "--out",
+             Tmp("y.npy"), "--layout", layout, "--activations", "mxfp4-even"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto y = LoadTensor(Tmp("y.npy"));
+    ASSERT_TRUE(y.ok());
+    const bool hm = std::string(layout) == "head-major";
+    EXPECT_EQ(y->shape, hm ? (std::vector<int64_t>{B, M, N}) : (std::vector<int64_t>{M, B, N}));
+  }
+  // Mismatched shapes are a usage error, not a crash.
+  ASSERT_TRUE(SaveNpy(Tmp("x64.npy"), RandomFloat({B, M, 64}, 3)).ok());
+  r = Cli({"reference", "--x", Tmp("x64.npy"), "--w-packed", Tmp("wp.npy"), "--w-scales", Tmp("ws.npy"), "--out", Tmp("y.npy")});
+  EXPECT_EQ(r.code, 2);
+  r = Cli({"dequantize", "--packed", Tmp("ws.npy"), "--scales", Tmp("ws.npy"), "--out", Tmp("o.npy")});
+  EXPECT_EQ(r.code, 2);
+  // A truncated file is a clear error.
+  std::string bytes = *ReadFileBytes(Tmp("wp.npy"));
+  std::ofstream(Tmp("trunc.npy"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  r = Cli({"dequantize", "--packed", Tmp("trunc.npy"), "--scales", Tmp("ws.npy"), "--out", Tmp("o.npy")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
+}
+
+TEST(Cli, NumpyReadsWhatWeWriteAndAgrees) {
+  // An independent decoder: numpy, on the files `mxval quantize` writes.
+  if (std::system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) GTEST_SKIP() << "python3-numpy missing";
+  ASSERT_TRUE(SaveNpy(Tmp("nx.npy"), RandomFloat({3, 64}, 5)).ok());
+  ASSERT_EQ(Cli({"quantize", "--input", Tmp("nx.npy"), "--out-packed", Tmp("np.npy"), "--out-scales", Tmp("ns.npy")}).code, 0);
+  ASSERT_EQ(Cli({"dequantize", "--packed", Tmp("np.npy"), "--scales", Tmp("ns.npy"), "--out", Tmp("nd.npy")}).code, 0);
+  const std::string py =
+      "import numpy as np, sys\n"
+      "p = np.load(sys.argv[1]); s = np.load(sys.argv[2]); d = np.load(sys.argv[3])\n"
+      "lut = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)\n"
+      "codes = np.stack([p & 15, p >> 4], -1).reshape(p.shape[0], -1)\n"
+      "scale = np.exp2(s.astype(np.float64) - 127).repeat(32, -1)\n"
+      "ref = (lut[codes] * scale).astype(np.float32)\n"
+      "sys.exit(0 if p.dtype == np.uint8 and d.dtype == np.float32 and np.array_equal(ref, d) else 1)\n";
+  std::ofstream(Tmp("check.py")) << py;
+  const std::string cmd = "/usr/bin/python3 " + Tmp("check.py") + " " + Tmp("np.npy") + " " + Tmp("ns.npy") + " " + Tmp("nd.npy");
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
+TEST(Cli, RunSweepPassesAndWritesJson) {
+  Result r = Cli({"run", "--preset", "dsv3-tp8", "--m", "1,33", "--reps", "1", "--json", Tmp("run.json"), "--activations",
+                  "mxfp4-even", "--x-gen", "heavy-tail"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("4 passed, 0 failed"), std::string::npos) << r.out;
+  std::ifstream jf(Tmp("run.json"));
+  nlohmann::json j = nlohmann::json::parse(jf);
+  ASSERT_EQ(j["cases"].size(), 4u);
+  EXPECT_EQ(j["failed"], 0);
+  EXPECT_EQ(j["cases"][0]["dispatch_entry"], "kup/default/M_LEQ_16");
+  EXPECT_EQ(j["cases"][0]["verdict"], "pass");
+  EXPECT_GT(j["cases"][1]["gflops"].get<double>(), 0);
+}
+
+TEST(Cli, RunReportsFailuresWithExitOne) {
+  // A config the kernel cannot implement (KSPLIT beyond K blocks) fails its
+  // cases cleanly: exit 1, a named reason, no crash.
+  Result r = Cli({"run", "--shapes", "kup:2x64x192", "--m", "3", "--config", "BM16_BN64_BK128_KS3", "--reps", "1"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("NUM_KSPLIT"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BinaryExitCodes) {
+  const std::string bin = MXVAL_BIN;
+  auto status = [](const std::string& cmd) {
+    const int s = std::system((cmd + " >/dev/null 2>&1").c_str());
+    return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+  };
+  EXPECT_EQ(status(bin + " --help"), 0);
+  EXPECT_EQ(status(bin + " run --m nope"), 2);
+  EXPECT_EQ(status(bin + " quantize"), 2);
+  EXPECT_EQ(status(bin + " run --shapes custom:1x32x64 --m 2 --reps 1"), 0);
+}
+
+}  // namespace
+}  // namespace mxval
