@@ -203,6 +203,11 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   f.Double("atol", &atol, "absolute tolerance");
   f.Double("rtol", &rtol, "relative tolerance");
   f.String("json", &json_path, "also write results as JSON to this file");
+  std::string w_packed_path, w_scales_path, file_op = "custom", file_layout = "head-major";
+  f.String("w-packed", &w_packed_path, "validate on these weights: uint8 [B, N, K/2] .npy or file.safetensors#name");
+  f.String("w-scales", &w_scales_path, "their E8M0 scales: uint8 [B, N, K/32] (with --w-packed)");
+  f.String("w-op", &file_op, "op of the file weights, selects the table: kup | vup | custom");
+  f.String("w-layout", &file_layout, "output layout for the file weights: head-major | batch-major");
   if (int rc = ParseOrExit(f, args, "run", out, err); rc >= 0) return rc;
 
   auto usage = [&](const absl::Status& st) {
@@ -210,7 +215,31 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return kExitUsage;
   };
   SweepOptions o;
-  if (!shapes_text.empty()) {
+  if (w_packed_path.empty() != w_scales_path.empty()) {
+    return usage(absl::InvalidArgumentError("--w-packed and --w-scales go together"));
+  }
+  if (!w_packed_path.empty()) {
+    if (!shapes_text.empty()) return usage(absl::InvalidArgumentError("--shapes: not with --w-packed (the file sets B, N, K)"));
+    auto wp = LoadAs("w-packed", w_packed_path, DType::kU8);
+    if (!wp.ok()) return usage(wp.status());
+    auto ws = LoadAs("w-scales", w_scales_path, DType::kU8);
+    if (!ws.ok()) return usage(ws.status());
+    if (wp->shape.size() == 2) wp->shape.insert(wp->shape.begin(), 1);
+    if (ws->shape.size() == 2) ws->shape.insert(ws->shape.begin(), 1);
+    if (wp->shape.size() != 3 || ws->shape.size() != 3 || wp->shape[0] != ws->shape[0] || wp->shape[1] != ws->shape[1] ||
+        wp->shape[2] * 2 != ws->shape[2] * 32 || ws->shape[2] == 0) {
+      return usage(absl::InvalidArgumentError(absl::StrCat("--w-packed ", wp->ShapeString(), " and --w-scales ",
+                                                           ws->ShapeString(), " must be [B, N, K/2] and [B, N, K/32]")));
+    }
+    if (file_op != "kup" && file_op != "vup" && file_op != "custom") {
+      return usage(absl::InvalidArgumentError("--w-op must be kup, vup or custom"));
+    }
+    auto lay = ParseOutputLayout(file_layout);
+    if (!lay.ok()) return usage(absl::InvalidArgumentError(absl::StrCat("--w-layout: ", lay.status().message())));
+    o.shapes = {OpShape{file_op, wp->shape[0], wp->shape[1], ws->shape[2] * 32, *lay, false, 0}};
+    o.w_packed_file = std::make_shared<const std::vector<uint8_t>>(std::move(wp->data));
+    o.w_scales_file = std::make_shared<const std::vector<uint8_t>>(std::move(ws->data));
+  } else if (!shapes_text.empty()) {
     auto s = ParseShapes(shapes_text);
     if (!s.ok()) return usage(absl::InvalidArgumentError(absl::StrCat("--shapes: ", s.status().message())));
     o.shapes = *s;
@@ -262,7 +291,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   o.check.tolerance.rtol = rtol;
 
   out << "mxval run: CPU A16WFP4 kernel vs FP32 reference; activations " << acts << ", x " << o.x_gen.ToString()
-      << ", w " << o.w_gen.ToString() << " (" << wrule << "), seed " << seed << "\n"
+      << ", w " << (o.w_packed_file ? "from " + w_packed_path : o.w_gen.ToString() + " (" + wrule + ")") << ", seed "
+      << seed << "\n"
       << FormatSweepHeader() << "\n";
   out.flush();
   const auto rows = RunSweep(o, [&](const SweepRow& r) {

@@ -150,6 +150,31 @@ TEST(Cli, RunSweepPassesAndWritesJson) {
   EXPECT_GT(j["cases"][1]["gflops"].get<double>(), 0);
 }
 
+TEST(Cli, RunOnWeightsFromFiles) {
+  // Weights as a checkpoint would hold them, in a .safetensors file.
+  const int64_t B = 2, N = 32, K = 192;
+  ASSERT_TRUE(SaveNpy(Tmp("fw.npy"), RandomFloat({B, N, K}, 8)).ok());
+  ASSERT_EQ(Cli({"quantize", "--input", Tmp("fw.npy"), "--out-packed", Tmp("fwp.npy"), "--out-scales", Tmp("fws.npy")}).code, 0);
+  const HostTensor wp = *LoadTensor(Tmp("fwp.npy")), ws = *LoadTensor(Tmp("fws.npy"));
+  nlohmann::json h = {{"w_kc", {{"dtype", "U8"}, {"shape", {B, N, K / 2}}, {"data_offsets", {0, wp.data.size()}}}},
+                      {"w_kc_scale", {{"dtype", "U8"}, {"shape", {B, N, K / 32}},
+                                      {"data_offsets", {wp.data.size(), wp.data.size() + ws.data.size()}}}}};
+  const std::string hs = h.dump();
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((hs.size() >> (8 * i)) & 0xFF);
+  file += hs + std::string(wp.data.begin(), wp.data.end()) + std::string(ws.data.begin(), ws.data.end());
+  std::ofstream(Tmp("ckpt.safetensors"), std::ios::binary) << file;
+  Result r = Cli({"run", "--w-packed", Tmp("ckpt.safetensors") + "#w_kc", "--w-scales",
+                  Tmp("ckpt.safetensors") + "#w_kc_scale", "--w-op", "kup", "--m", "1,20", "--reps", "1"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 passed, 0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kup       2"), std::string::npos) << r.out;
+  // A missing tensor name is a usage error naming what the file has.
+  r = Cli({"run", "--w-packed", Tmp("ckpt.safetensors") + "#w_vc", "--w-scales", Tmp("ckpt.safetensors") + "#w_kc_scale"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("w_kc"), std::string::npos) << r.err;
+}
+
 TEST(Cli, RunReportsFailuresWithExitOne) {
   // A config the kernel cannot implement (KSPLIT beyond K blocks) fails its
   // cases cleanly: exit 1, a named reason, no crash.

@@ -41,6 +41,8 @@ std::vector<SweepRow> RunSweep(const SweepOptions& o, const std::function<void(c
         spec.w_gen = o.w_gen;
         spec.w_rule = o.w_rule;
         spec.seed = o.seed;
+        spec.w_packed_file = o.w_packed_file;
+        spec.w_scales_file = o.w_scales_file;
         auto data = CaseData::Build(spec);
         if (!data.ok()) {
           row.status = data.status();
@@ -63,12 +65,12 @@ std::vector<SweepRow> RunSweep(const SweepOptions& o, const std::function<void(c
 }
 
 std::string FormatSweepHeader() {
-  return absl::StrFormat("%-4s %4s %6s %4s %4s %-11s %-24s %-18s %9s %9s %9s %8s %9s", "op", "B", "M", "N", "K",
+  return absl::StrFormat("%-6s %4s %6s %4s %4s %-11s %-26s %-18s %9s %9s %9s %8s %9s", "op", "B", "M", "N", "K",
                          "layout", "config", "verdict", "max_abs", "rel_fro", "kern_ms", "GFLOP/s", "ref_ms");
 }
 
 std::string FormatSweepRow(const SweepRow& r) {
-  const std::string head = absl::StrFormat("%-4s %4d %6d %4d %4d %-11s %-24s", r.shape.op, r.shape.B, r.M, r.shape.N,
+  const std::string head = absl::StrFormat("%-6s %4d %6d %4d %4d %-11s %-26s", r.shape.op, r.shape.B, r.M, r.shape.N,
                                            r.shape.K, OutputLayoutName(r.shape.layout), r.config.ToString());
   if (!r.status.ok()) return absl::StrCat(head, " error: ", r.status.message());
   const auto& a = r.result.accuracy;
@@ -84,7 +86,7 @@ nlohmann::json SweepToJson(const SweepOptions& o, const std::vector<SweepRow>& r
   nlohmann::json out;
   out["activations"] = ActivationModeName(o.activations);
   out["x_generator"] = o.x_gen.ToString();
-  out["w_generator"] = o.w_gen.ToString();
+  out["w_generator"] = o.w_packed_file ? "file" : o.w_gen.ToString();
   out["w_scale_rule"] = mxfp4::ScaleRuleName(o.w_rule);
   out["seed"] = o.seed;
   out["tolerance"] = {{"atol", o.check.tolerance.atol}, {"rtol", o.check.tolerance.rtol}};

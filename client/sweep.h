@@ -5,6 +5,7 @@
 #define MXVAL_CLIENT_SWEEP_H_
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@ struct SweepOptions {
   mxfp4::ScaleRule w_rule = mxfp4::ScaleRule::kEven;
   uint64_t seed = 1;
   CheckOptions check;
+  // Weights from files (the single shape in `shapes` must match them).
+  std::shared_ptr<const std::vector<uint8_t>> w_packed_file, w_scales_file;
 };
 
 struct SweepRow {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -28,12 +29,6 @@ float RefBf16(float f) {
   float r;
   std::memcpy(&r, &u, 4);
   return r;
-}
-
-// Decodes an E2M1 nibble times its E8M0 scale: the one piece shared with
-// kernels (the format definition).
-inline float DequantW(const uint8_t* packed_row, const uint8_t* scale_row, int64_t k) {
-  return mxfp4::DecodeE2M1(mxfp4::UnpackCode(packed_row, k)) * mxfp4::DecodeE8M0(scale_row[k / 32]);
 }
 
 // out[r][0..15] = sum_k a[r][k] * wt[k][n0..n0+15], r < kRows.
@@ -190,14 +185,34 @@ absl::Status ReferenceGemm(const GemmShape& s, const float* x, const XStrides& x
   const int64_t K = s.K, N = s.N;
   const int64_t ldw = (N + kCols - 1) / kCols * kCols;
   // Dequantized weights, transposed: wt[b][k][n], zero-padded to ldw columns.
-  std::vector<float> wt(static_cast<size_t>(s.B) * K * ldw, 0.0f);
-  ParallelFor(s.B * ((N + 63) / 64), opt.threads, [&](int64_t i, int) {
-    const int64_t b = i / ((N + 63) / 64), n0 = (i % ((N + 63) / 64)) * 64;
-    float* wb = wt.data() + b * K * ldw;
-    for (int64_t n = n0; n < std::min(N, n0 + 64); ++n) {
-      const uint8_t* pr = w.packed + b * w.packed_stride_b + n * w.packed_stride_n;
-      const uint8_t* sr = w.scales + b * w.scale_stride_b + n * w.scale_stride_n;
-      for (int64_t k = 0; k < K; ++k) wb[k * ldw + n] = DequantW(pr, sr, k);
+  // Filled 16 columns at a time, k outer, so every store is contiguous; only
+  // the padding columns are zeroed (no full memset of a large buffer).
+  const int64_t nblocks = ldw / kCols;
+  std::unique_ptr<float[]> wt(new float[static_cast<size_t>(s.B) * K * ldw]);
+  ParallelFor(s.B * nblocks, opt.threads, [&](int64_t i, int) {
+    const int64_t b = i / nblocks, n0 = (i % nblocks) * kCols;
+    float* wb = wt.get() + b * K * ldw + n0;
+    const uint8_t* pr[kCols];
+    const uint8_t* sr[kCols];
+    const int valid = static_cast<int>(std::min<int64_t>(kCols, N - n0));
+    for (int j = 0; j < valid; ++j) {
+      pr[j] = w.packed + b * w.packed_stride_b + (n0 + j) * w.packed_stride_n;
+      sr[j] = w.scales + b * w.scale_stride_b + (n0 + j) * w.scale_stride_n;
+    }
+    float lut[16];
+    for (uint32_t c = 0; c < 16; ++c) lut[c] = mxfp4::DecodeE2M1(c);
+    for (int64_t g = 0; g < K / 32; ++g) {
+      float scale[kCols];
+      for (int j = 0; j < valid; ++j) scale[j] = mxfp4::DecodeE8M0(sr[j][g]);
+      for (int64_t k = g * 32; k < g * 32 + 32; k += 2) {
+        float* row = wb + k * ldw;
+        for (int j = 0; j < valid; ++j) {
+          const uint8_t byte = pr[j][k / 2];
+          row[j] = lut[byte & 0xFu] * scale[j];
+          row[ldw + j] = lut[byte >> 4] * scale[j];
+        }
+        for (int j = valid; j < kCols; ++j) row[j] = row[ldw + j] = 0.0f;
+      }
     }
   });
 
@@ -222,7 +237,7 @@ absl::Status ReferenceGemm(const GemmShape& s, const float* x, const XStrides& x
         for (int64_t g = 0; g < K; g += 32) FakeQuantizeGroupEven(ar + g);
       }
     }
-    const float* wb = wt.data() + b * K * ldw;
+    const float* wb = wt.get() + b * K * ldw;
     for (int64_t n0 = 0; n0 < N; n0 += kCols) {
       if (opt.fp64_accumulate) Tile6x16Fp64(a, K, wb + n0, ldw, out);
       else if (avx) Tile6x16Avx2(a, K, wb + n0, ldw, out);

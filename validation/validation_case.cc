@@ -1,5 +1,6 @@
 #include "validation/validation_case.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -41,8 +42,19 @@ absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes
 
   d.packed.assign(s.B * s.N * prow, 0xFF);
   d.scales.assign(s.B * s.N * srow, mxfp4::kScaleNaN);
+  if (spec.w_packed_file || spec.w_scales_file) {
+    if (!spec.w_packed_file || !spec.w_scales_file ||
+        static_cast<int64_t>(spec.w_packed_file->size()) != s.B * s.N * s.K / 2 ||
+        static_cast<int64_t>(spec.w_scales_file->size()) != s.B * s.N * s.K / 32) {
+      return absl::InvalidArgumentError("weights from files must be dense (B, N, K/2) and (B, N, K/32) uint8");
+    }
+    for (int64_t r = 0; r < s.B * s.N; ++r) {
+      std::copy_n(spec.w_packed_file->data() + r * s.K / 2, s.K / 2, d.packed.data() + r * prow);
+      std::copy_n(spec.w_scales_file->data() + r * s.K / 32, s.K / 32, d.scales.data() + r * srow);
+    }
+  }
   std::vector<float> wf(s.N * s.K);
-  for (int64_t b = 0; b < s.B; ++b) {
+  for (int64_t b = 0; b < s.B && !spec.w_packed_file; ++b) {
     FillTensor(spec.w_gen, OperandSeed(spec.seed, 1'000'000 + b), wf.data(), s.N, s.K, s.K);
     MXVAL_RETURN_IF_ERROR(mxfp4::QuantizeRows(wf.data(), s.N, s.K, s.K, spec.w_rule, d.packed.data() + b * s.N * prow,
                                               prow, d.scales.data() + b * s.N * srow, srow));

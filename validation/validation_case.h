@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct CaseSpec {
   uint64_t seed = 1;
   int64_t guard_rows = 3;
   int64_t guard_groups = 2;
+  // Optional weights from files (e.g. a checkpoint's w_kc): dense uint8
+  // (B, N, K/2) and (B, N, K/32). When set, w_gen and w_rule are unused;
+  // the tensors are copied into guarded buffers like generated ones.
+  std::shared_ptr<const std::vector<uint8_t>> w_packed_file, w_scales_file;
 };
 
 // Buffers for one case. Owns everything; views point inside.

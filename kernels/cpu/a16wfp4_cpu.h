@@ -9,14 +9,17 @@
 // xa is x itself (bf16 mode) or x re-quantized per 32-K group with the
 // "even" rule (mxfp4-even mode, via kernels/mxfp4).
 //
-// Structure (like the GPU kernels it stands in for): the grid is
-// (batch, N tile, K split, M group). Each program dequantizes its weight tile
-// (BLOCK_K x BLOCK_N, fused from the packed nibbles and scales) once into a
-// packed panel and reuses it across every M tile of its group; activations are
-// converted per (BLOCK_M x BLOCK_K) block. The arithmetic core is a 6x16
-// register tile (AVX2/FMA, scalar fallback). Ragged M, N and K are masked.
-// With KSPLIT > 1, each split writes an FP32 partial (KSPLIT, B, M, N) buffer
-// and a reduce step sums the splits in order and rounds to bf16.
+// Structure: the grid is (batch, K split, M group). A program dequantizes
+// its batch's weights for its K range once (fused from the packed nibbles
+// and scales, BLOCK_K at a time, into a [N/16][K][16] panel) and reuses that
+// panel across every M tile of its group. Each BLOCK_M x K block of
+// activations is converted once (AVX2 bf16 widening; re-quantized in
+// mxfp4-even mode) and then swept across the panel BLOCK_N columns at a time
+// by a 6x16 register tile (AVX2/FMA, twelve ymm accumulators; scalar
+// fallback). Ragged M, N and K are masked in the packing steps. With
+// KSPLIT > 1 each split writes an FP32 partial (KSPLIT, B, M, N) buffer and a
+// reduce step sums the splits in order (deterministic) and rounds to bf16.
+// M is grouped only as far as needed to give every thread work.
 #ifndef MXVAL_KERNELS_CPU_A16WFP4_CPU_H_
 #define MXVAL_KERNELS_CPU_A16WFP4_CPU_H_
 
