@@ -188,10 +188,18 @@ absl::Status ReferenceGemm(const GemmShape& s, const float* x, const XStrides& x
   // Filled 16 columns at a time, k outer, so every store is contiguous; only
   // the padding columns are zeroed (no full memset of a large buffer).
   const int64_t nblocks = ldw / kCols;
-  std::unique_ptr<float[]> wt(new float[static_cast<size_t>(s.B) * K * ldw]);
+  // The buffer is kept per calling thread between calls (up to 256 MiB):
+  // first-touch page faults on a fresh multi-megabyte buffer otherwise cost
+  // more than the whole GEMM at small M.
+  thread_local std::vector<float> workspace;
+  const size_t wt_elems = static_cast<size_t>(s.B) * K * ldw;
+  std::vector<float> oversized;
+  std::vector<float>& wt_buf = wt_elems * sizeof(float) <= (size_t{256} << 20) ? workspace : oversized;
+  if (wt_buf.size() < wt_elems) wt_buf.resize(wt_elems);
+  float* const wt = wt_buf.data();
   ParallelFor(s.B * nblocks, opt.threads, [&](int64_t i, int) {
     const int64_t b = i / nblocks, n0 = (i % nblocks) * kCols;
-    float* wb = wt.get() + b * K * ldw + n0;
+    float* wb = wt + b * K * ldw + n0;
     const uint8_t* pr[kCols];
     const uint8_t* sr[kCols];
     const int valid = static_cast<int>(std::min<int64_t>(kCols, N - n0));
@@ -217,35 +225,43 @@ absl::Status ReferenceGemm(const GemmShape& s, const float* x, const XStrides& x
   });
 
   const bool avx = HasAvx2Fma() && !opt.force_scalar && !opt.fp64_accumulate;
-  const int64_t chunks = (static_cast<int64_t>(rows->size()) + kRows - 1) / kRows;
-  const int threads = EffectiveThreads(s.B * chunks, opt.threads);
-  std::vector<std::vector<float>> scratch(threads, std::vector<float>(kRows * K + kRows * kCols));
-  ParallelFor(s.B * chunks, threads, [&](int64_t i, int tid) {
-    const int64_t b = i / chunks, c0 = (i % chunks) * kRows;
-    const int nr = static_cast<int>(std::min<int64_t>(kRows, rows->size() - c0));
+  // A task is up to kTaskRows rows of one batch; within it each 16-column
+  // slab of wt is loaded once into L1 and used by every 6-row tile.
+  constexpr int64_t kTaskRows = 8 * kRows;
+  const int64_t nrows = static_cast<int64_t>(rows->size());
+  const int64_t tasks_per_b = (nrows + kTaskRows - 1) / kTaskRows;
+  const int threads = EffectiveThreads(s.B * tasks_per_b, opt.threads);
+  std::vector<std::vector<float>> scratch(threads, std::vector<float>(kTaskRows * K + kRows * kCols));
+  ParallelFor(s.B * tasks_per_b, threads, [&](int64_t i, int tid) {
+    const int64_t b = i / tasks_per_b, r0 = (i % tasks_per_b) * kTaskRows;
+    const int64_t nr = std::min<int64_t>(kTaskRows, nrows - r0);
+    const int64_t tiles = (nr + kRows - 1) / kRows;
     float* a = scratch[tid].data();
-    float* out = a + kRows * K;
-    for (int r = 0; r < kRows; ++r) {
+    float* out = a + kTaskRows * K;
+    for (int64_t r = 0; r < tiles * kRows; ++r) {
       float* ar = a + r * K;
       if (r >= nr) {
         std::fill(ar, ar + K, 0.0f);
         continue;
       }
-      const float* xr = x + b * xs.b + (*rows)[c0 + r] * xs.m;
+      const float* xr = x + b * xs.b + (*rows)[r0 + r] * xs.m;
       for (int64_t k = 0; k < K; ++k) ar[k] = RefBf16(xr[k * xs.k]);
       if (opt.activations == ActivationMode::kMxfp4Even) {
         for (int64_t g = 0; g < K; g += 32) FakeQuantizeGroupEven(ar + g);
       }
     }
-    const float* wb = wt.get() + b * K * ldw;
+    const float* wb = wt + b * K * ldw;
     for (int64_t n0 = 0; n0 < N; n0 += kCols) {
-      if (opt.fp64_accumulate) Tile6x16Fp64(a, K, wb + n0, ldw, out);
-      else if (avx) Tile6x16Avx2(a, K, wb + n0, ldw, out);
-      else Tile6x16Scalar(a, K, wb + n0, ldw, out);
       const int nc = static_cast<int>(std::min<int64_t>(kCols, N - n0));
-      for (int r = 0; r < nr; ++r) {
-        float* yr = y + b * ys.b + (*rows)[c0 + r] * ys.m + n0;
-        std::memcpy(yr, out + r * kCols, nc * sizeof(float));
+      for (int64_t t = 0; t < tiles; ++t) {
+        const float* at = a + t * kRows * K;
+        if (opt.fp64_accumulate) Tile6x16Fp64(at, K, wb + n0, ldw, out);
+        else if (avx) Tile6x16Avx2(at, K, wb + n0, ldw, out);
+        else Tile6x16Scalar(at, K, wb + n0, ldw, out);
+        for (int r = 0; r < kRows && t * kRows + r < nr; ++r) {
+          float* yr = y + b * ys.b + (*rows)[r0 + t * kRows + r] * ys.m + n0;
+          std::memcpy(yr, out + r * kCols, nc * sizeof(float));
+        }
       }
     }
   });

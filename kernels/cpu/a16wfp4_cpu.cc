@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/parallel.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/mxfp4/mxfp4.h"
 
 namespace mxval {
@@ -100,15 +101,6 @@ void PackWeights(const WeightView& w, int64_t b, int64_t n0, int slabs, int64_t 
       }
     }
   }
-}
-
-__attribute__((target("avx2"))) void Bf16ToFloatAvx2(const uint16_t* src, int64_t n, float* dst) {
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k));
-    _mm256_storeu_ps(dst + k, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
-  }
-  for (; k < n; ++k) dst[k] = mxfp4::Bf16BitsToFloat(src[k]);
 }
 
 // Converts x[b, m0:m0+rows, k0:k0+kc] (bf16) into rows of `a` (row stride
@@ -242,7 +234,11 @@ absl::Status RunA16WFP4(const CpuGemmArgs& a, const TileConfig& c) {
         const float* cr = ctile + static_cast<int64_t>(r) * ldc;
         if (c.ksplit == 1) {
           uint16_t* yr = a.y + b * a.ys.b + (m0 + r) * a.ys.m;
-          for (int64_t n = 0; n < s.N; ++n) yr[n] = mxfp4::FloatToBf16Bits(cr[n]);
+          if (avx) {
+            FloatToBf16RowAvx2(cr, s.N, yr);
+          } else {
+            for (int64_t n = 0; n < s.N; ++n) yr[n] = mxfp4::FloatToBf16Bits(cr[n]);
+          }
         } else {
           float* pr = partial.data() + ((split * s.B + b) * s.M + m0 + r) * s.N;
           std::memcpy(pr, cr, s.N * sizeof(float));
