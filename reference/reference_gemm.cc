@@ -183,11 +183,14 @@ absl::Status ReferenceGemm(const GemmShape& s, const float* x, const XStrides& x
   }
 
   const int64_t K = s.K, N = s.N;
-  const int64_t ldw = (N + kCols - 1) / kCols * kCols;
+  // Padded by one 16-float slab so the row stride is never a multiple of
+  // 4 KiB / 2 KiB: with ldw = 512 floats, a 16-column slab's K rows fell into
+  // two L1 sets and the slab never stayed in L1.
+  const int64_t ldw = (N + kCols - 1) / kCols * kCols + kCols;
   // Dequantized weights, transposed: wt[b][k][n], zero-padded to ldw columns.
   // Filled 16 columns at a time, k outer, so every store is contiguous; only
   // the padding columns are zeroed (no full memset of a large buffer).
-  const int64_t nblocks = ldw / kCols;
+  const int64_t nblocks = ldw / kCols - 1;  // the padding slab is never read
   // The buffer is kept per calling thread between calls (up to 256 MiB):
   // first-touch page faults on a fresh multi-megabyte buffer otherwise cost
   // more than the whole GEMM at small M.
