@@ -3,7 +3,8 @@
 //   CpuKernel   cpu::RunA16WFP4 with the shipped dispatch table's config
 //   OpenBlas    the obvious peer: dequantize W once (threaded) + one
 //               cblas_sgemm per batch on the bf16-rounded activations,
-//               with the same strides and output layout
+//               with the same strides and output layout; batches run in
+//               parallel, each sgemm single-threaded
 //   FmaPeak     the machine's measured AVX2 FMA peak (independent chains on
 //               every thread), the ceiling for all of the above
 // Shapes: glm5-tp4 and dsv3-tp8 (kup, vup) at M = 1, 64, 1024, 8192.
@@ -103,7 +104,11 @@ void BM_OpenBlas(benchmark::State& state, std::string preset, int op) {
   std::vector<float> x(d.x_bf16.size());
   for (size_t i = 0; i < x.size(); ++i) x[i] = mxfp4::Bf16BitsToFloat(d.x_bf16[i]);
   std::vector<float> w(s.B * s.N * s.K), y(d.y_elems);
-  openblas_set_num_threads(DefaultThreadCount());
+  // One single-threaded sgemm per batch, batches spread over the cores: no
+  // OpenBLAS thread pool left spinning into the next benchmark on this
+  // 2-core machine (which slowed whatever ran next), and no per-call pool
+  // start-up at small M.
+  openblas_set_num_threads(1);
   for (auto _ : state) {
     // Dequantize once per call (threaded over batch x row blocks).
     ParallelFor(s.B * 8, 0, [&](int64_t i, int) {
@@ -119,10 +124,10 @@ void BM_OpenBlas(benchmark::State& state, std::string preset, int op) {
         }
       }
     });
-    for (int64_t b = 0; b < s.B; ++b) {
+    ParallelFor(s.B, 0, [&](int64_t b, int) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.M, s.N, s.K, 1.0f, x.data() + b * d.xs.b, d.xs.m,
                   w.data() + b * s.N * s.K, s.K, 0.0f, y.data() + b * d.ys.b, d.ys.m);
-    }
+    });
     benchmark::DoNotOptimize(y.data());
   }
   state.SetLabel(openblas_get_corename());

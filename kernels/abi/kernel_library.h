@@ -1,0 +1,51 @@
+// Loading and calling kernel libraries through the mxval kernel ABI
+// (kernels/include/mxval/kernel_api.h).
+#ifndef MXVAL_KERNELS_ABI_KERNEL_LIBRARY_H_
+#define MXVAL_KERNELS_ABI_KERNEL_LIBRARY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/dispatch/tile_config.h"
+#include "mxval/kernel_api.h"
+
+namespace mxval {
+
+class KernelLibrary {
+ public:
+  // dlopen()s `path` and reads its table. NOT_FOUND if the file or the
+  // mxval_get_kernel_library symbol is missing; FAILED_PRECONDITION if its
+  // ABI version differs; INVALID_ARGUMENT if the table is malformed.
+  static absl::StatusOr<std::unique_ptr<KernelLibrary>> Open(const std::string& path);
+  // Wraps a table linked into this binary (built-in kernels). Same checks.
+  static absl::StatusOr<std::unique_ptr<KernelLibrary>> FromTable(const mxval_kernel_library* table);
+  ~KernelLibrary();
+
+  const std::string& name() const { return name_; }
+  const std::string& build_id() const { return build_id_; }
+  const std::vector<const mxval_kernel*>& kernels() const { return kernels_; }
+  // NOT_FOUND listing the names it has.
+  absl::StatusOr<const mxval_kernel*> Find(const std::string& kernel_name) const;
+
+ private:
+  KernelLibrary() = default;
+  absl::Status Adopt(const mxval_kernel_library* table);
+  void* handle_ = nullptr;
+  std::string name_, build_id_;
+  std::vector<const mxval_kernel*> kernels_;
+};
+
+mxval_tile_config ToAbi(const TileConfig& c);
+TileConfig FromAbi(const mxval_tile_config& c);
+
+// can_implement() as a Status: INVALID_ARGUMENT with the kernel's reason.
+absl::Status CanImplement(const mxval_kernel& k, const mxval_gemm_args& args, const TileConfig& config);
+// run() as a Status: INVALID_ARGUMENT with the kernel's reason.
+absl::Status Run(const mxval_kernel& k, const mxval_gemm_args& args, const TileConfig& config);
+
+}  // namespace mxval
+
+#endif  // MXVAL_KERNELS_ABI_KERNEL_LIBRARY_H_

@@ -1,0 +1,492 @@
+// A16WFP4 batched GEMM on GPUs, one source for nvcc (sm_90a) and hipcc (CDNA).
+//
+//   y[b, m, n] = bf16( sum_k xa[b, m, k] * dequant(w)[b, n, k] )
+//   x (B, M, K) bf16, w (B, N, K/2) + scales (B, N, K/32), y (B, M, N) bf16
+//   with any strides (see kernels/include/mxval/kernel_api.h).
+//
+// Kernels (exported through the mxval kernel ABI by kernel_library.cu):
+//   a16wfp4_tc    tensor-core kernel: NVIDIA mma.sync m16n8k16 bf16 (with
+//                 cp.async multi-stage loads and ldmatrix), AMD MFMA
+//                 16x16x16 bf16 on gfx90a/gfx94x (compile-checked only).
+//                 Needs unit-stride K and 16-byte aligned rows of x and w.
+//   a16wfp4_simt  portable fallback: scalar FMAs, any strides; its tile
+//                 phases are unit-tested on the CPU (a16wfp4_tile.h).
+//   reduce        split-K: sums the FP32 partials in split order, rounds.
+// Per-CTA flow (a16wfp4_tile.h): load x and packed w tiles, dequantize the w
+// tile to bf16 in smem once (reused by every row of the CTA), re-quantize x
+// in smem in mxfp4-even mode, multiply-accumulate in fp32, then stage the
+// bf16 tile through smem for coalesced 16-byte stores.
+// gfx950's native MXFP4 MFMA (v_mfma_scale_f32_*_f8f6f4) is not used: no
+// compiler here targets gfx950 and no such GPU is reachable; see README.
+#include "kernels/gpu/a16wfp4_gpu.h"
+
+#include <stdio.h>
+
+#include "kernels/gpu/a16wfp4_tile.h"
+#include "kernels/gpu/gpu_compat.h"
+
+namespace mxval {
+namespace gpu {
+namespace {
+
+// ------------------------------------------------------------------------
+// Vendor atoms.
+#if defined(MXVAL_NVIDIA)
+constexpr int kWarpSize = 32;
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16-byte async copy global -> shared; src_bytes = 0 zero-fills (masking).
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(smem)), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void Ldmatrix4(uint32_t r[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(smem)));
+}
+// D = A(16x16, row) * B(16x8, col) + D, bf16 inputs, fp32 accumulators.
+__device__ __forceinline__ void MmaBf16_16x8x16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Warp tile WM x WN from smem xs (row-major, LDX) and wd ([n][k], LDW).
+template <int WM, int WN, int BK, int LDX, int LDW>
+struct WarpMma {
+  static constexpr int MI = WM / 16, NI = WN / 8;
+  float acc[MI][NI][4];
+  __device__ void Zero() {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NI; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  }
+  __device__ void Step(const uint16_t* xs, const uint16_t* wd, int wm0, int wn0, int lane) {
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ++ks) {
+      uint32_t a[MI][4];
+#pragma unroll
+      for (int i = 0; i < MI; ++i) Ldmatrix4(a[i], xs + (wm0 + i * 16 + (lane & 15)) * LDX + ks * 16 + (lane >> 4) * 8);
+      uint32_t b[NI][2];
+#pragma unroll
+      for (int j = 0; j < NI / 2; ++j) {
+        uint32_t r[4];
+        Ldmatrix4(r, wd + (wn0 + j * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDW + ks * 16 + ((lane >> 3) & 1) * 8);
+        b[2 * j][0] = r[0];
+        b[2 * j][1] = r[1];
+        b[2 * j + 1][0] = r[2];
+        b[2 * j + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j) MmaBf16_16x8x16(acc[i][j], a[i], b[j]);
+    }
+  }
+  // Calls f(row, col, v0, v1) for each pair of adjacent columns it holds.
+  template <typename F>
+  __device__ void ForEachPair(int wm0, int wn0, int lane, F f) const {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NI; ++j) {
+        f(wm0 + i * 16 + g, wn0 + j * 8 + t * 2, acc[i][j][0], acc[i][j][1]);
+        f(wm0 + i * 16 + g + 8, wn0 + j * 8 + t * 2, acc[i][j][2], acc[i][j][3]);
+      }
+  }
+};
+#elif defined(MXVAL_AMD)
+constexpr int kWarpSize = 64;
+typedef short bf16x4_t __attribute__((ext_vector_type(4)));
+typedef float floatx4_t __attribute__((ext_vector_type(4)));
+
+// MFMA 16x16x16 bf16 (gfx90a, gfx94x): lane l holds A[l%16][4*(l/16) + 0..3],
+// B[4*(l/16) + 0..3][l%16]; D[4*(l/16) + i][l%16]. Compile-checked only.
+template <int WM, int WN, int BK, int LDX, int LDW>
+struct WarpMma {
+  static constexpr int MI = WM / 16, NI = WN / 16;
+  floatx4_t acc[MI][NI];
+  __device__ void Zero() {
+    for (int i = 0; i < MI; ++i)
+      for (int j = 0; j < NI; ++j) acc[i][j] = floatx4_t{0, 0, 0, 0};
+  }
+  __device__ void Step(const uint16_t* xs, const uint16_t* wd, int wm0, int wn0, int lane) {
+    for (int ks = 0; ks < BK / 16; ++ks) {
+      bf16x4_t a[MI], b[NI];
+      for (int i = 0; i < MI; ++i)
+        a[i] = *reinterpret_cast<const bf16x4_t*>(xs + (wm0 + i * 16 + (lane & 15)) * LDX + ks * 16 + (lane >> 4) * 4);
+      for (int j = 0; j < NI; ++j)
+        b[j] = *reinterpret_cast<const bf16x4_t*>(wd + (wn0 + j * 16 + (lane & 15)) * LDW + ks * 16 + (lane >> 4) * 4);
+      for (int i = 0; i < MI; ++i)
+        for (int j = 0; j < NI; ++j) acc[i][j] = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a[i], b[j], acc[i][j], 0, 0, 0);
+    }
+  }
+  template <typename F>
+  __device__ void ForEachPair(int wm0, int wn0, int lane, F f) const {
+    // D holds single columns; report pairs as (v, next) only where adjacent
+    // lanes are not available: callers accept a pair with a NaN-free second.
+    for (int i = 0; i < MI; ++i)
+      for (int j = 0; j < NI; ++j)
+        for (int e = 0; e < 4; ++e) f(wm0 + i * 16 + (lane >> 4) * 4 + e, wn0 + j * 16 + (lane & 15), acc[i][j][e], 0.0f, 1);
+  }
+};
+#endif
+
+// ------------------------------------------------------------------------
+// Tensor-core kernel.
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
+struct TcConfig {
+  static constexpr int kThreads = WARPS_M * WARPS_N * kWarpSize;
+  static constexpr int kLdx = BK + 8, kLdw = BK + 8, kLdo = BN + 8;
+  static constexpr int kWm = BM / WARPS_M, kWn = BN / WARPS_N;
+  static constexpr size_t kXBytes = size_t{STAGES} * BM * kLdx * 2;
+  static constexpr size_t kOutBytes = size_t{BM} * kLdo * 2;
+  static constexpr size_t kXRegion = kXBytes > kOutBytes ? kXBytes : kOutBytes;
+  static constexpr size_t kWpBytes = size_t{STAGES} * BN * (BK / 2);
+  static constexpr size_t kSmem = kXRegion + kWpBytes + size_t{BN} * kLdw * 2;
+  static_assert(BM % (16 * WARPS_M) == 0, "warp tile rows must be a multiple of 16");
+  static_assert(BN % (16 * WARPS_N) == 0, "warp tile columns must be a multiple of 16");
+  static_assert(BK % 32 == 0, "BLOCK_K must be a multiple of the 32-element scale group");
+  static_assert(STAGES >= 2, "at least double buffering");
+};
+
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
+__global__ void __launch_bounds__(WARPS_M* WARPS_N* kWarpSize)
+    A16wfp4TcKernel(GemmParams p) {
+  using C = TcConfig<BM, BN, BK, WARPS_M, WARPS_N, STAGES>;
+  extern __shared__ uint4 smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(smem_raw);
+  uint16_t* xs_all = reinterpret_cast<uint16_t*>(smem);                     // (STAGES, BM, LDX)
+  uint8_t* wp_all = smem + C::kXRegion;                                      // (STAGES, BN, BK/2)
+  uint16_t* wd = reinterpret_cast<uint16_t*>(smem + C::kXRegion + C::kWpBytes);  // (BN, LDW)
+  const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
+  const int wm0 = (warp / WARPS_N) * C::kWm, wn0 = (warp % WARPS_N) * C::kWn;
+  const TileCoord c = CtaCoord(p, blockIdx.x, blockIdx.y, blockIdx.z, BM, BN);
+  const int nk = c.kt1 - c.kt0;
+
+  // Issues the loads of k tile `kt` into stage `st` (masked, never past K).
+  auto issue = [&](int st, int kt) {
+    const int64_t k0 = static_cast<int64_t>(kt) * BK;
+#if defined(MXVAL_NVIDIA)
+    uint16_t* xs = xs_all + st * BM * C::kLdx;
+    for (int i = tid; i < BM * (BK / 8); i += C::kThreads) {
+      const int r = i / (BK / 8), q = i % (BK / 8);
+      const int64_t m = c.m0 + r, k = k0 + q * 8;
+      const bool ok = m < p.M && k < p.K;
+      CpAsync16(xs + r * C::kLdx + q * 8, ok ? p.x + c.b * p.x_sb + m * p.x_sm + k : p.x, ok ? 16 : 0);
+    }
+    uint8_t* wp = wp_all + st * BN * (BK / 2);
+    for (int i = tid; i < BN * (BK / 32); i += C::kThreads) {
+      const int r = i / (BK / 32), q = i % (BK / 32);
+      const int64_t n = c.n0 + r, k = k0 + q * 32;
+      const bool ok = n < p.N && k < p.K;
+      CpAsync16(wp + r * (BK / 2) + q * 16, ok ? p.wp + c.b * p.wp_sb + n * p.wp_sn + k / 2 : p.wp, ok ? 16 : 0);
+    }
+#else
+    LoadXTileGeneric<BM, BK, C::kLdx>(p, c, k0, xs_all + st * BM * C::kLdx, tid, C::kThreads);
+#endif
+  };
+
+  WarpMma<C::kWm, C::kWn, BK, C::kLdx, C::kLdw> mma;
+  mma.Zero();
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < nk) issue(s, c.kt0 + s);
+#if defined(MXVAL_NVIDIA)
+    CpAsyncCommit();
+#endif
+  }
+  for (int it = 0; it < nk; ++it) {
+    const int st = it % STAGES;
+#if defined(MXVAL_NVIDIA)
+    CpAsyncWait<STAGES - 2>();
+#endif
+    __syncthreads();
+    const int64_t k0 = static_cast<int64_t>(c.kt0 + it) * BK;
+    uint16_t* xs = xs_all + st * BM * C::kLdx;
+    if (p.act_mxfp4) FakeQuantXTile<BM, BK, C::kLdx>(xs, tid, C::kThreads);
+#if defined(MXVAL_NVIDIA)
+    DequantWTile<BN, BK, C::kLdw>(p, c, k0, wp_all + st * BN * (BK / 2), wd, tid, C::kThreads);
+#else
+    DequantWTile<BN, BK, C::kLdw>(p, c, k0, nullptr, wd, tid, C::kThreads);
+#endif
+    __syncthreads();
+    if (it + STAGES - 1 < nk) issue((it + STAGES - 1) % STAGES, c.kt0 + it + STAGES - 1);
+#if defined(MXVAL_NVIDIA)
+    CpAsyncCommit();
+#endif
+    mma.Step(xs, wd, wm0, wn0, lane);
+  }
+
+  if (p.ksplit > 1) {  // FP32 partials straight from registers
+    mma.ForEachPair(wm0, wn0, lane, [&](int r, int col, float v0, float v1, int single = 0) {
+      StoreOutput(p, c, c.m0 + r, c.n0 + col, v0);
+      if (!single) StoreOutput(p, c, c.m0 + r, c.n0 + col + 1, v1);
+    });
+    return;
+  }
+  // Stage the bf16 tile in smem, then write rows with 16-byte stores.
+  __syncthreads();
+  uint16_t* out = xs_all;  // (BM, LDO)
+  mma.ForEachPair(wm0, wn0, lane, [&](int r, int col, float v0, float v1, int single = 0) {
+    out[r * C::kLdo + col] = mxfp4::FloatToBf16Bits(v0);
+    if (!single) out[r * C::kLdo + col + 1] = mxfp4::FloatToBf16Bits(v1);
+  });
+  __syncthreads();
+  const bool vec_ok = (p.N % 8 == 0) && (p.y_sm % 8 == 0) && (p.y_sb % 8 == 0) &&
+                      (reinterpret_cast<uintptr_t>(p.y) % 16 == 0);
+  for (int i = tid; i < BM * (BN / 8); i += C::kThreads) {
+    const int r = i / (BN / 8), q = i % (BN / 8);
+    const int64_t m = c.m0 + r, n = c.n0 + q * 8;
+    if (m >= p.M || n >= p.N) continue;
+    uint16_t* dst = p.y + c.b * p.y_sb + m * p.y_sm + n;
+    const uint16_t* src = out + r * C::kLdo + q * 8;
+    if (vec_ok) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+    } else {
+      for (int e = 0; e < 8 && n + e < p.N; ++e) dst[e] = src[e];
+    }
+  }
+}
+
+// ------------------------------------------------------------------------
+// SIMT fallback: any strides, any arch.
+__global__ void __launch_bounds__(SimtDefault::kThreads) A16wfp4SimtKernel(GemmParams p) {
+  __shared__ __align__(16) uint16_t xs[kSimtBM * kSimtLDX];
+  __shared__ __align__(16) uint16_t wd[kSimtBN * kSimtLDW];
+  const TileCoord c = CtaCoord(p, blockIdx.x, blockIdx.y, blockIdx.z, kSimtBM, kSimtBN);
+  float acc[kSimtTM * kSimtTN] = {};
+  for (int kt = c.kt0; kt < c.kt1; ++kt) {
+    SimtLoadPhase(p, c, kt, xs, wd, threadIdx.x);
+    __syncthreads();
+    if (p.act_mxfp4) {
+      FakeQuantXTile<kSimtBM, kSimtBK, kSimtLDX>(xs, threadIdx.x, SimtDefault::kThreads);
+      __syncthreads();
+    }
+    SimtDefault::Mma(xs, wd, acc, threadIdx.x);
+    __syncthreads();
+  }
+  SimtDefault::Store(p, c, acc, threadIdx.x);
+}
+
+// Split-K reduce: y = bf16(sum over splits in order).
+__global__ void ReduceSplitsKernel(GemmParams p) {
+  const int64_t total = p.B * p.M * p.N;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = i % p.N, m = (i / p.N) % p.M, b = i / (p.N * p.M);
+    float acc = 0.0f;
+    for (int s = 0; s < p.ksplit; ++s) acc += p.partial[s * total + i];
+    p.y[b * p.y_sb + m * p.y_sm + n] = mxfp4::FloatToBf16Bits(acc);
+  }
+}
+
+// ------------------------------------------------------------------------
+// Host side.
+void SetErr(char* err, size_t len, const char* msg) {
+  if (err != nullptr && len > 0) snprintf(err, len, "%s", msg);
+}
+
+GemmParams MakeParams(const mxval_gemm_args& a, int bk, int ksplit) {
+  GemmParams p;
+  p.B = a.B;
+  p.M = a.M;
+  p.N = a.N;
+  p.K = a.K;
+  p.act_mxfp4 = a.activations == MXVAL_ACT_MXFP4_EVEN;
+  p.x = static_cast<const uint16_t*>(a.x);
+  p.x_sb = a.x_stride_b;
+  p.x_sm = a.x_stride_m;
+  p.x_sk = a.x_stride_k;
+  p.wp = a.w_packed;
+  p.wp_sb = a.w_packed_stride_b;
+  p.wp_sn = a.w_packed_stride_n;
+  p.ws = a.w_scales;
+  p.ws_sb = a.w_scales_stride_b;
+  p.ws_sn = a.w_scales_stride_n;
+  p.y = static_cast<uint16_t*>(a.y);
+  p.y_sb = a.y_stride_b;
+  p.y_sm = a.y_stride_m;
+  p.partial = static_cast<float*>(a.workspace);
+  p.ksplit = ksplit;
+  p.ktiles = static_cast<int>((a.K + bk - 1) / bk);
+  return p;
+}
+
+int32_t CheckCommon(const mxval_gemm_args* a, char* err, size_t len) {
+  if (a == nullptr) return SetErr(err, len, "args is null"), 1;
+  if (a->B < 1 || a->M < 1 || a->N < 1) return SetErr(err, len, "B, M and N must be >= 1"), 1;
+  if (a->K < 32 || a->K % 32 != 0) return SetErr(err, len, "K must be a positive multiple of 32"), 1;
+  if (a->B > 65535) return SetErr(err, len, "B must be <= 65535"), 1;
+  if (a->x == nullptr || a->w_packed == nullptr || a->w_scales == nullptr || a->y == nullptr) {
+    return SetErr(err, len, "x, w_packed, w_scales and y must be non-null"), 1;
+  }
+  if (a->activations != MXVAL_ACT_BF16 && a->activations != MXVAL_ACT_MXFP4_EVEN) {
+    return SetErr(err, len, "activations must be bf16 (0) or mxfp4-even (1)"), 1;
+  }
+  return 0;
+}
+
+int32_t CheckSplit(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  const int64_t ktiles = (a->K + c->block_k - 1) / c->block_k;
+  if (c->ksplit < 1 || c->ksplit > ktiles) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "NUM_KSPLIT = %d must be in [1, ceil(K / BLOCK_SIZE_K) = %lld]", c->ksplit,
+             static_cast<long long>(ktiles));
+    return SetErr(err, len, msg), 1;
+  }
+  if (c->ksplit > 1 && a->workspace_bytes < static_cast<size_t>(c->ksplit) * a->B * a->M * a->N * sizeof(float)) {
+    return SetErr(err, len, "workspace too small for NUM_KSPLIT partials (see workspace_size)"), 1;
+  }
+  const int64_t mtiles = (a->M + c->block_m - 1) / c->block_m;
+  if (mtiles > 65535) return SetErr(err, len, "M / BLOCK_SIZE_M exceeds the grid limit (65535)"), 1;
+  if (a->B * c->ksplit > 65535) return SetErr(err, len, "B * NUM_KSPLIT exceeds the grid limit (65535)"), 1;
+  return 0;
+}
+
+int32_t LaunchReduce(const mxval_gemm_args* a, const GemmParams& p, char* err, size_t len) {
+  if (p.ksplit == 1) return 0;
+  const int64_t total = p.B * p.M * p.N;
+  const int blocks = static_cast<int>(total / 256 + 1 < 4096 ? total / 256 + 1 : 4096);
+  ReduceSplitsKernel<<<blocks, 256, 0, static_cast<gpuStream_t>(a->stream)>>>(p);
+  const gpuError_t e = gpuGetLastError();
+  if (e != gpuSuccess) return SetErr(err, len, gpuGetErrorString(e)), 1;
+  return 0;
+}
+
+// The compiled tensor-core instantiations: (BM, BN, BK, WARPS_M, WARPS_N, STAGES).
+#define MXVAL_TC_CONFIGS(X)  \
+  X(16, 32, 128, 1, 2, 2)    \
+  X(16, 64, 64, 1, 4, 2)     \
+  X(16, 64, 128, 1, 4, 2)    \
+  X(32, 64, 64, 1, 4, 3)     \
+  X(32, 64, 128, 1, 4, 3)    \
+  X(64, 64, 64, 2, 2, 3)     \
+  X(64, 64, 128, 2, 2, 3)    \
+  X(64, 128, 64, 2, 2, 3)    \
+  X(128, 64, 128, 2, 2, 2)   \
+  X(128, 128, 64, 2, 2, 3)   \
+  X(128, 128, 128, 2, 2, 2)  \
+  X(128, 256, 64, 2, 4, 3)
+
+struct TcEntry {
+  mxval_tile_config config;
+  size_t smem;
+  void (*kernel)(GemmParams);
+};
+
+#define MXVAL_TC_ENTRY(BM, BN, BK, WMW, WNW, ST)                                         \
+  {{BM, BN, BK, 1, ST, WMW * WNW}, TcConfig<BM, BN, BK, WMW, WNW, ST>::kSmem, \
+   A16wfp4TcKernel<BM, BN, BK, WMW, WNW, ST>},
+const TcEntry kTcEntries[] = {MXVAL_TC_CONFIGS(MXVAL_TC_ENTRY)};
+constexpr int kNumTc = sizeof(kTcEntries) / sizeof(kTcEntries[0]);
+
+const TcEntry* FindTc(const mxval_tile_config* c) {
+  for (const TcEntry& e : kTcEntries) {
+    if (e.config.block_m == c->block_m && e.config.block_n == c->block_n && e.config.block_k == c->block_k &&
+        e.config.num_stages == c->num_stages && e.config.num_warps == c->num_warps) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+// Exposed configs (ksplit = 1 listed; any NUM_KSPLIT up to the K tiles runs).
+const mxval_tile_config* TcConfigs(int32_t* n) {
+  static mxval_tile_config configs[kNumTc];
+  for (int i = 0; i < kNumTc; ++i) configs[i] = kTcEntries[i].config;
+  *n = kNumTc;
+  return configs;
+}
+
+int32_t TcCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = CheckCommon(a, err, len)) return r;
+  if (c == nullptr) return SetErr(err, len, "config is null"), 1;
+  if (FindTc(c) == nullptr) {
+    return SetErr(err, len,
+                  "this (BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_stages, num_warps) is not compiled into "
+                  "a16wfp4_tc; see the kernel's config list"),
+           1;
+  }
+  if (int32_t r = CheckSplit(a, c, err, len)) return r;
+#if defined(MXVAL_NVIDIA)
+  if (a->x_stride_k != 1) return SetErr(err, len, "a16wfp4_tc needs x_stride_k == 1 (use a16wfp4_simt)"), 1;
+  if (reinterpret_cast<uintptr_t>(a->x) % 16 || a->x_stride_m % 8 || a->x_stride_b % 8) {
+    return SetErr(err, len, "a16wfp4_tc needs 16-byte aligned x rows (x, x_stride_m, x_stride_b multiples of 8 elements)"), 1;
+  }
+  if (reinterpret_cast<uintptr_t>(a->w_packed) % 16 || a->w_packed_stride_n % 16 || a->w_packed_stride_b % 16) {
+    return SetErr(err, len, "a16wfp4_tc needs 16-byte aligned w_packed rows"), 1;
+  }
+#endif
+  return 0;
+}
+
+size_t WorkspaceSize(const mxval_gemm_args* a, const mxval_tile_config* c) {
+  if (a == nullptr || c == nullptr || c->ksplit <= 1) return 0;
+  return static_cast<size_t>(c->ksplit) * a->B * a->M * a->N * sizeof(float);
+}
+
+int32_t TcRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = TcCanImplement(a, c, err, len)) return r;
+  const TcEntry* e = FindTc(c);
+  const GemmParams p = MakeParams(*a, c->block_k, c->ksplit);
+  if (e->smem > 48 * 1024) {
+    int dev = 0, optin = 0;
+    gpuGetDevice(&dev);
+    gpuDeviceGetAttribute(&optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e->smem > static_cast<size_t>(optin)) return SetErr(err, len, "config needs more shared memory than the device has"), 1;
+    const gpuError_t se = gpuFuncSetAttribute(e->kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(e->smem));
+    if (se != gpuSuccess) return SetErr(err, len, gpuGetErrorString(se)), 1;
+  }
+  const dim3 grid(static_cast<unsigned>((a->N + c->block_n - 1) / c->block_n),
+                  static_cast<unsigned>((a->M + c->block_m - 1) / c->block_m),
+                  static_cast<unsigned>(a->B * c->ksplit));
+  e->kernel<<<grid, c->num_warps * kWarpSize, e->smem, static_cast<gpuStream_t>(a->stream)>>>(p);
+  const gpuError_t le = gpuGetLastError();
+  if (le != gpuSuccess) return SetErr(err, len, gpuGetErrorString(le)), 1;
+  return LaunchReduce(a, p, err, len);
+}
+
+const mxval_tile_config* SimtConfigs(int32_t* n) {
+  static const mxval_tile_config kConfig = {kSimtBM, kSimtBN, kSimtBK, 1, 1, SimtDefault::kThreads / 32};
+  *n = 1;
+  return &kConfig;
+}
+
+int32_t SimtCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = CheckCommon(a, err, len)) return r;
+  if (c == nullptr) return SetErr(err, len, "config is null"), 1;
+  if (c->block_m != kSimtBM || c->block_n != kSimtBN || c->block_k != kSimtBK) {
+    return SetErr(err, len, "a16wfp4_simt runs BLOCK_SIZE_M=32, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32 only"), 1;
+  }
+  return CheckSplit(a, c, err, len);
+}
+
+int32_t SimtRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = SimtCanImplement(a, c, err, len)) return r;
+  const GemmParams p = MakeParams(*a, kSimtBK, c->ksplit);
+  const dim3 grid(static_cast<unsigned>((a->N + kSimtBN - 1) / kSimtBN),
+                  static_cast<unsigned>((a->M + kSimtBM - 1) / kSimtBM), static_cast<unsigned>(a->B * c->ksplit));
+  A16wfp4SimtKernel<<<grid, SimtDefault::kThreads, 0, static_cast<gpuStream_t>(a->stream)>>>(p);
+  const gpuError_t le = gpuGetLastError();
+  if (le != gpuSuccess) return SetErr(err, len, gpuGetErrorString(le)), 1;
+  return LaunchReduce(a, p, err, len);
+}
+
+}  // namespace gpu
+}  // namespace mxval

@@ -1,0 +1,28 @@
+// Entry points of the GPU A16WFP4 kernels, in mxval kernel-ABI form
+// (kernels/include/mxval/kernel_api.h). kernel_library.cu collects them into
+// the exported library table.
+#ifndef MXVAL_KERNELS_GPU_A16WFP4_GPU_H_
+#define MXVAL_KERNELS_GPU_A16WFP4_GPU_H_
+
+#include "mxval/kernel_api.h"
+
+namespace mxval {
+namespace gpu {
+
+// Tensor-core kernel ("a16wfp4_tc"): mma.sync (NVIDIA) / MFMA (AMD).
+const mxval_tile_config* TcConfigs(int32_t* n);
+int32_t TcCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+int32_t TcRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+
+// Portable SIMT fallback ("a16wfp4_simt"): any strides.
+const mxval_tile_config* SimtConfigs(int32_t* n);
+int32_t SimtCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+int32_t SimtRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+
+// Bytes of FP32 split-K partials a config needs (0 when NUM_KSPLIT == 1).
+size_t WorkspaceSize(const mxval_gemm_args* a, const mxval_tile_config* c);
+
+}  // namespace gpu
+}  // namespace mxval
+
+#endif  // MXVAL_KERNELS_GPU_A16WFP4_GPU_H_

@@ -1,0 +1,170 @@
+// Tile phases of the GPU A16WFP4 batched GEMM, shared by every compute atom
+// (NVIDIA mma.sync, AMD MFMA, portable SIMT) and written as host+device
+// functions of (thread index, shared memory) so that the SIMT kernel's logic
+// also runs on the CPU under a small CTA emulator in unit tests.
+//
+// A CTA owns one (batch, BLOCK_M rows, BLOCK_N columns, K split) output tile.
+// Per BLOCK_K step:
+//   x tile   (BM, BK)  bf16 bits in smem, row stride LDX; rows >= M and
+//                      columns >= K are zero (masked loads: never read past)
+//   w tile   (BN, BK)  dequantized once per CTA step to bf16 in smem (row
+//                      stride LDW), from packed bytes and E8M0 scales; scales
+//                      are read only for groups < K/32 (guarded)
+//   mxfp4-even mode: the x tile is re-quantized in place per 32-K group with
+//                    the "even" rule (values stay exact in bf16)
+// E2M1 x E8M0 values are exact in bf16 (at most 2 mantissa bits; bf16 has
+// fp32's exponent range), so the bf16 operands carry the exact dequantized
+// weights and the tensor cores accumulate in fp32.
+#ifndef MXVAL_KERNELS_GPU_A16WFP4_TILE_H_
+#define MXVAL_KERNELS_GPU_A16WFP4_TILE_H_
+
+#include <stdint.h>
+
+#include "kernels/mxfp4/mxfp4.h"
+
+namespace mxval {
+namespace gpu {
+
+// Device-side problem description (plain data, passed by value to kernels).
+struct GemmParams {
+  int64_t B, M, N, K;
+  int act_mxfp4;  // 0: bf16 activations, 1: mxfp4-even
+  const uint16_t* x;
+  int64_t x_sb, x_sm, x_sk;     // elements
+  const uint8_t* wp;
+  int64_t wp_sb, wp_sn;         // bytes
+  const uint8_t* ws;
+  int64_t ws_sb, ws_sn;         // bytes
+  uint16_t* y;
+  int64_t y_sb, y_sm;           // elements
+  float* partial;               // (ksplit, B, M, N) fp32 when ksplit > 1
+  int ksplit;
+  int ktiles;                   // ceil(K / BK)
+};
+
+struct TileCoord {
+  int64_t b, m0, n0;
+  int split;
+  int kt0, kt1;  // k tiles [kt0, kt1) of this split
+};
+
+// Grid: x = N tile, y = M tile, z = batch * ksplit + split.
+MXVAL_HD TileCoord CtaCoord(const GemmParams& p, int bx, int by, int bz, int bm, int bn) {
+  TileCoord c;
+  c.b = bz / p.ksplit;
+  c.split = bz % p.ksplit;
+  c.m0 = static_cast<int64_t>(by) * bm;
+  c.n0 = static_cast<int64_t>(bx) * bn;
+  c.kt0 = static_cast<int>(static_cast<int64_t>(c.split) * p.ktiles / p.ksplit);
+  c.kt1 = static_cast<int>(static_cast<int64_t>(c.split + 1) * p.ktiles / p.ksplit);
+  return c;
+}
+
+// x[b, m0:m0+BM, k0:k0+BK] -> xs (generic strides, element loads, masked).
+template <int BM, int BK, int LDX>
+MXVAL_HD void LoadXTileGeneric(const GemmParams& p, const TileCoord& c, int64_t k0, uint16_t* xs, int tid,
+                               int nthreads) {
+  for (int i = tid; i < BM * BK; i += nthreads) {
+    const int r = i / BK, kk = i % BK;
+    const int64_t m = c.m0 + r, k = k0 + kk;
+    xs[r * LDX + kk] = (m < p.M && k < p.K) ? p.x[c.b * p.x_sb + m * p.x_sm + k * p.x_sk] : uint16_t{0};
+  }
+}
+
+// In-place "even"-rule re-quantization of every 32-element group of xs.
+// Zero (masked) groups stay zero; a group holding NaN/Inf becomes NaN.
+template <int BM, int BK, int LDX>
+MXVAL_HD void FakeQuantXTile(uint16_t* xs, int tid, int nthreads) {
+  for (int gi = tid; gi < BM * (BK / 32); gi += nthreads) {
+    uint16_t* g = xs + (gi / (BK / 32)) * LDX + (gi % (BK / 32)) * 32;
+    float v[32];
+    uint8_t codes[32];
+    for (int i = 0; i < 32; ++i) v[i] = mxfp4::Bf16BitsToFloat(g[i]);
+    const float s = mxfp4::DecodeE8M0(mxfp4::QuantizeBlock(v, 1, 32, mxfp4::ScaleRule::kEven, codes));
+    for (int i = 0; i < 32; ++i) g[i] = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1(codes[i]) * s);
+  }
+}
+
+// Dequantizes w[b, n0:n0+BN, k0:k0+BK] into wd (bf16, row stride LDW), 8
+// elements (4 packed bytes, one scale) per work item. `staged` is the packed
+// tile already in smem as (BN, BK/2) bytes, or null to read global memory.
+template <int BN, int BK, int LDW>
+MXVAL_HD void DequantWTile(const GemmParams& p, const TileCoord& c, int64_t k0, const uint8_t* staged, uint16_t* wd,
+                           int tid, int nthreads) {
+  for (int i = tid; i < BN * (BK / 8); i += nthreads) {
+    const int r = i / (BK / 8), q = i % (BK / 8);
+    const int64_t n = c.n0 + r, k = k0 + q * 8;
+    uint32_t bytes = 0;
+    float scale = 0.0f;
+    if (n < p.N && k < p.K) {
+      if (staged != nullptr) {
+        const uint8_t* s = staged + r * (BK / 2) + q * 4;
+        bytes = static_cast<uint32_t>(s[0]) | (static_cast<uint32_t>(s[1]) << 8) | (static_cast<uint32_t>(s[2]) << 16) |
+                (static_cast<uint32_t>(s[3]) << 24);
+      } else {
+        const uint8_t* s = p.wp + c.b * p.wp_sb + n * p.wp_sn + k / 2;
+        bytes = static_cast<uint32_t>(s[0]) | (static_cast<uint32_t>(s[1]) << 8) | (static_cast<uint32_t>(s[2]) << 16) |
+                (static_cast<uint32_t>(s[3]) << 24);
+      }
+      scale = mxfp4::DecodeE8M0(p.ws[c.b * p.ws_sb + n * p.ws_sn + k / 32]);  // k < K: group < K/32
+    }
+    uint32_t packed[4];
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t lo = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1((bytes >> (8 * j)) & 0xFu) * scale);
+      const uint32_t hi = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1((bytes >> (8 * j + 4)) & 0xFu) * scale);
+      packed[j] = lo | (hi << 16);
+    }
+    uint32_t* dst = reinterpret_cast<uint32_t*>(wd + r * LDW + q * 8);
+    for (int j = 0; j < 4; ++j) dst[j] = packed[j];
+  }
+}
+
+// Stores one output element: bf16 into y, or fp32 into the split-K partial.
+MXVAL_HD void StoreOutput(const GemmParams& p, const TileCoord& c, int64_t m, int64_t n, float v) {
+  if (m >= p.M || n >= p.N) return;
+  if (p.ksplit == 1) {
+    p.y[c.b * p.y_sb + m * p.y_sm + n] = mxfp4::FloatToBf16Bits(v);
+  } else {
+    p.partial[((static_cast<int64_t>(c.split) * p.B + c.b) * p.M + m) * p.N + n] = v;
+  }
+}
+
+// ---- Portable SIMT atom: each thread owns a TM x TN micro-tile. ----------
+// Threads form (BM/TM) x (BN/TN); a thread's columns are strided by BN/TN so
+// neighbouring threads read neighbouring smem rows of wd.
+template <int BM, int BN, int BK, int LDX, int LDW, int TM, int TN>
+struct SimtAtom {
+  static constexpr int kThreads = (BM / TM) * (BN / TN);
+  MXVAL_HD static void Mma(const uint16_t* xs, const uint16_t* wd, float* acc, int tid) {
+    const int tr = tid / (BN / TN), tc = tid % (BN / TN);
+    for (int kk = 0; kk < BK; ++kk) {
+      float a[TM], b[TN];
+      for (int i = 0; i < TM; ++i) a[i] = mxfp4::Bf16BitsToFloat(xs[(tr * TM + i) * LDX + kk]);
+      for (int j = 0; j < TN; ++j) b[j] = mxfp4::Bf16BitsToFloat(wd[(tc + j * (BN / TN)) * LDW + kk]);
+      for (int i = 0; i < TM; ++i)
+        for (int j = 0; j < TN; ++j) acc[i * TN + j] += a[i] * b[j];
+    }
+  }
+  MXVAL_HD static void Store(const GemmParams& p, const TileCoord& c, const float* acc, int tid) {
+    const int tr = tid / (BN / TN), tc = tid % (BN / TN);
+    for (int i = 0; i < TM; ++i)
+      for (int j = 0; j < TN; ++j) StoreOutput(p, c, c.m0 + tr * TM + i, c.n0 + tc + j * (BN / TN), acc[i * TN + j]);
+  }
+};
+
+// The SIMT fallback kernel's tile configuration (works for any strides).
+inline constexpr int kSimtBM = 32, kSimtBN = 64, kSimtBK = 32, kSimtTM = 4, kSimtTN = 4;
+inline constexpr int kSimtLDX = kSimtBK + 8, kSimtLDW = kSimtBK + 8;
+using SimtDefault = SimtAtom<kSimtBM, kSimtBN, kSimtBK, kSimtLDX, kSimtLDW, kSimtTM, kSimtTN>;
+
+// One k step of the SIMT CTA, phase by phase (barriers between phases).
+MXVAL_HD void SimtLoadPhase(const GemmParams& p, const TileCoord& c, int kt, uint16_t* xs, uint16_t* wd, int tid) {
+  const int64_t k0 = static_cast<int64_t>(kt) * kSimtBK;
+  LoadXTileGeneric<kSimtBM, kSimtBK, kSimtLDX>(p, c, k0, xs, tid, SimtDefault::kThreads);
+  DequantWTile<kSimtBN, kSimtBK, kSimtLDW>(p, c, k0, nullptr, wd, tid, SimtDefault::kThreads);
+}
+
+}  // namespace gpu
+}  // namespace mxval
+
+#endif  // MXVAL_KERNELS_GPU_A16WFP4_TILE_H_

@@ -1,0 +1,42 @@
+// Exports the built-in GPU kernels through the mxval kernel ABI.
+#include "kernels/gpu/a16wfp4_gpu.h"
+#include "mxval/kernel_api.h"
+
+#ifndef MXVAL_BUILD_ID
+#define MXVAL_BUILD_ID "dev"
+#endif
+
+namespace {
+
+#if defined(__HIPCC__)
+constexpr int32_t kDevice = MXVAL_DEVICE_HIP;
+constexpr const char* kArchs = "gfx90a,gfx940,gfx942";
+constexpr const char* kLibraryName = "mxval-builtin-hip";
+#else
+constexpr int32_t kDevice = MXVAL_DEVICE_CUDA;
+constexpr const char* kArchs = "sm_90a";
+constexpr const char* kLibraryName = "mxval-builtin-cuda";
+#endif
+
+size_t Workspace(const mxval_gemm_args* a, const mxval_tile_config* c) { return mxval::gpu::WorkspaceSize(a, c); }
+
+const mxval_kernel_library* Build() {
+  static mxval_kernel kernels[2];
+  int32_t n_tc = 0, n_simt = 0;
+  const mxval_tile_config* tc = mxval::gpu::TcConfigs(&n_tc);
+  const mxval_tile_config* simt = mxval::gpu::SimtConfigs(&n_simt);
+  const uint32_t modes = (1u << MXVAL_ACT_BF16) | (1u << MXVAL_ACT_MXFP4_EVEN);
+  kernels[0] = {"a16wfp4_tc", kDevice, kArchs, modes, tc, n_tc, mxval::gpu::TcCanImplement, Workspace,
+                mxval::gpu::TcRun};
+  kernels[1] = {"a16wfp4_simt", kDevice, kArchs, modes, simt, n_simt, mxval::gpu::SimtCanImplement, Workspace,
+                mxval::gpu::SimtRun};
+  static const mxval_kernel_library lib = {MXVAL_KERNEL_ABI_VERSION, kLibraryName, MXVAL_BUILD_ID, 2, kernels};
+  return &lib;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const mxval_kernel_library* mxval_get_kernel_library(void) {
+  static const mxval_kernel_library* lib = Build();
+  return lib;
+}

@@ -1,0 +1,105 @@
+/* mxval kernel ABI, version 1: how a kernel library presents A16WFP4 kernels.
+ *
+ * A kernel library is a shared object exporting one C symbol:
+ *
+ *     const mxval_kernel_library* mxval_get_kernel_library(void);
+ *
+ * The returned table (static storage, valid until dlclose) lists kernels by
+ * name with the archs and numerics modes they support, the tile configs they
+ * were compiled for, and entry points taking raw device pointers, strides
+ * and a stream. mxval's built-in kernels are exposed through exactly this
+ * ABI, so a worker validates a pull request's kernel library (dlopen'd from
+ * its configured directory) the same way it validates its own.
+ *
+ * The problem:  y[b, m, n] = sum_k x[b, m, k] * dequant(w)[b, n, k]
+ *   x        (B, M, K)     bf16, strides in elements (x_stride_k may be != 1)
+ *   w_packed (B, N, K/2)   uint8, element 2i in the low nibble (E2M1)
+ *   w_scales (B, N, K/32)  uint8 E8M0, 2^(s-127), 0xFF = NaN
+ *   y        (B, M, N)     bf16, strides in elements, n contiguous
+ *                          (head-major: (M*N, N); batch-major: (N, B*N))
+ * Activation modes: MXVAL_ACT_BF16 uses x as is; MXVAL_ACT_MXFP4_EVEN
+ * re-quantizes x per 32-K group with the "even" scale rule first (AITER).
+ *
+ * Rules for implementers:
+ *  - Never read w_scales past K/32 groups, w_packed past K/2 bytes, or x past
+ *    row M-1 / column K-1 (mxval poisons those regions with NaN / 0xFF).
+ *  - Write every y element in range and nothing else.
+ *  - Entry points return 0 on success; non-zero with a NUL-terminated message
+ *    in err (at most err_len bytes) otherwise. They must not abort.
+ *  - run() may be asynchronous on `stream`; the caller synchronizes.
+ *  - `workspace` (device memory of workspace_size() bytes) is scratch, e.g.
+ *    split-K partials; its contents on entry are undefined.
+ */
+#ifndef MXVAL_KERNEL_API_H_
+#define MXVAL_KERNEL_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MXVAL_KERNEL_ABI_VERSION 1u
+#define MXVAL_KERNEL_LIBRARY_SYMBOL "mxval_get_kernel_library"
+
+enum mxval_activation_mode {
+  MXVAL_ACT_BF16 = 0,
+  MXVAL_ACT_MXFP4_EVEN = 1,
+};
+
+enum mxval_device_kind {
+  MXVAL_DEVICE_CPU = 0,
+  MXVAL_DEVICE_CUDA = 1,
+  MXVAL_DEVICE_HIP = 2,
+};
+
+/* AITER's names: BLOCK_SIZE_M/N/K, NUM_KSPLIT, num_stages, num_warps. */
+typedef struct mxval_tile_config {
+  int32_t block_m, block_n, block_k, ksplit, num_stages, num_warps;
+} mxval_tile_config;
+
+typedef struct mxval_gemm_args {
+  int64_t B, M, N, K;
+  int32_t activations; /* enum mxval_activation_mode */
+  const void* x;       /* bf16 */
+  int64_t x_stride_b, x_stride_m, x_stride_k;
+  const uint8_t* w_packed;
+  int64_t w_packed_stride_b, w_packed_stride_n; /* bytes */
+  const uint8_t* w_scales;
+  int64_t w_scales_stride_b, w_scales_stride_n; /* bytes */
+  void* y;             /* bf16 */
+  int64_t y_stride_b, y_stride_m;
+  void* workspace;
+  size_t workspace_bytes;
+  void* stream;        /* cudaStream_t / hipStream_t; NULL for CPU kernels */
+} mxval_gemm_args;
+
+typedef struct mxval_kernel {
+  const char* name;          /* unique within the library, e.g. "a16wfp4_mma" */
+  int32_t device;            /* enum mxval_device_kind */
+  const char* archs;         /* comma-separated: "sm_90a", "gfx90a,gfx942", "cpu" */
+  uint32_t activation_modes; /* bit (1u << mode) per supported mode */
+  const mxval_tile_config* configs; /* configs this build can run */
+  int32_t num_configs;
+  /* 0 if run() accepts (args, config); else non-zero and a reason. */
+  int32_t (*can_implement)(const mxval_gemm_args* args, const mxval_tile_config* config, char* err, size_t err_len);
+  size_t (*workspace_size)(const mxval_gemm_args* args, const mxval_tile_config* config);
+  int32_t (*run)(const mxval_gemm_args* args, const mxval_tile_config* config, char* err, size_t err_len);
+} mxval_kernel;
+
+typedef struct mxval_kernel_library {
+  uint32_t abi_version;      /* MXVAL_KERNEL_ABI_VERSION */
+  const char* library_name;  /* e.g. "mxval-builtin-cuda" */
+  const char* build_id;      /* identifies the build (dedup key for results) */
+  int32_t num_kernels;
+  const mxval_kernel* kernels;
+} mxval_kernel_library;
+
+typedef const mxval_kernel_library* (*mxval_get_kernel_library_fn)(void);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* MXVAL_KERNEL_API_H_ */

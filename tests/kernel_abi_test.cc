@@ -1,0 +1,87 @@
+// The kernel ABI end to end: built-in kernels and external plugins are found,
+// validated and (for the buggy plugin) caught through the same path.
+#include <dlfcn.h>
+
+#include "gtest/gtest.h"
+#include "kernels/abi/kernel_library.h"
+#include "kernels/cpu/cpu_kernel_library.h"
+#include "validation/abi_kernel.h"
+
+namespace mxval {
+namespace {
+
+reference::AccuracyReport Validate(const mxval_kernel* k, const TileConfig& c, GemmShape shape, bool strided) {
+  CaseSpec spec;
+  spec.shape = shape;
+  spec.strided_x = strided;
+  spec.layout = OutputLayout::kBatchMajor;
+  auto d = CaseData::Build(spec);
+  EXPECT_TRUE(d.ok()) << d.status();
+  auto r = CheckKernel(*d, HostAbiKernel(k, c), {});
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r->accuracy;
+}
+
+TEST(KernelAbi, BuiltInCpuKernelThroughTheAbi) {
+  auto lib = KernelLibrary::FromTable(cpu::CpuKernelLibrary());
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  EXPECT_EQ((*lib)->name(), "mxval-builtin-cpu");
+  auto k = (*lib)->Find("a16wfp4_cpu");
+  ASSERT_TRUE(k.ok());
+  ASSERT_GT((*k)->num_configs, 0);
+  for (int i = 0; i < (*k)->num_configs; ++i) {
+    const TileConfig c = FromAbi((*k)->configs[i]);
+    auto r = Validate(*k, c, {3, 37, 96, 192}, true);
+    EXPECT_EQ(r.verdict, reference::Verdict::kPass) << c.ToString() << ": " << r.reason;
+  }
+  // can_implement failures come back as INVALID_ARGUMENT naming the field.
+  mxval_gemm_args a{};
+  a.B = 1, a.M = 1, a.N = 16, a.K = 64;
+  const absl::Status st = CanImplement(**k, a, TileConfig{.block_m = 8, .block_n = 24, .block_k = 32});
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("BLOCK_SIZE_N"), std::string::npos) << st;
+  EXPECT_FALSE((*lib)->Find("nope").ok());
+}
+
+TEST(KernelAbi, ExamplePluginLoadsAndPasses) {
+  auto lib = KernelLibrary::Open(MXVAL_EXAMPLE_PLUGIN);
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  EXPECT_EQ((*lib)->build_id(), "example-1");
+  auto k = (*lib)->Find("example_naive");
+  ASSERT_TRUE(k.ok());
+  for (int64_t K : {128, 192}) {
+    auto r = Validate(*k, TileConfig{}, {2, 9, 40, K}, true);
+    EXPECT_EQ(r.verdict, reference::Verdict::kPass) << r.reason;
+  }
+}
+
+TEST(KernelAbi, BuggyPluginIsCaughtOnlyWhereItIsWrong) {
+  auto lib = KernelLibrary::Open(MXVAL_BUGGY_PLUGIN);
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  auto k = (*lib)->Find("example_naive");
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(Validate(*k, TileConfig{}, {2, 9, 40, 128}, false).verdict, reference::Verdict::kPass);
+  const auto r = Validate(*k, TileConfig{}, {2, 9, 40, 192}, false);
+  EXPECT_EQ(r.verdict, reference::Verdict::kFailCatastrophic) << r.reason;
+}
+
+TEST(KernelAbi, LoaderErrors) {
+  EXPECT_EQ(KernelLibrary::Open("/nonexistent/libx.so").status().code(), absl::StatusCode::kNotFound);
+  // A real shared object without the symbol.
+  EXPECT_EQ(KernelLibrary::Open("libm.so.6").status().code(), absl::StatusCode::kNotFound);
+  mxval_kernel_library bad = *cpu::CpuKernelLibrary();
+  bad.abi_version = 99;
+  EXPECT_EQ(KernelLibrary::FromTable(&bad).status().code(), absl::StatusCode::kFailedPrecondition);
+  mxval_kernel twice[2] = {cpu::CpuKernelLibrary()->kernels[0], cpu::CpuKernelLibrary()->kernels[0]};
+  bad = *cpu::CpuKernelLibrary();
+  bad.num_kernels = 2;
+  bad.kernels = twice;
+  EXPECT_EQ(KernelLibrary::FromTable(&bad).status().code(), absl::StatusCode::kInvalidArgument);
+  twice[1].name = "other";
+  twice[1].run = nullptr;
+  EXPECT_EQ(KernelLibrary::FromTable(&bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(KernelLibrary::FromTable(nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mxval

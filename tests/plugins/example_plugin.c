@@ -1,0 +1,90 @@
+/* A minimal external kernel library for the mxval kernel ABI: one naive CPU
+ * kernel, in plain C. Build it as a shared object and point mxval at it:
+ *
+ *   cc -O2 -shared -fPIC -I kernels/include example_plugin.c -o libexample.so
+ *
+ * With -DMXVAL_EXAMPLE_RAGGED_K_BUG it reproduces a real shipped bug: a mask
+ * that only covers the first half of K when K = 192. The tests validate both
+ * builds and expect the buggy one to fail.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mxval/kernel_api.h"
+
+static float bf16_to_float(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float e2m1(unsigned code) {
+  static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  return (code & 8u) ? -mag[code & 7u] : mag[code & 7u];
+}
+
+static float e8m0(uint8_t s) { return s == 0xFF ? NAN : ldexpf(1.0f, (int)s - 127); }
+
+static int32_t can_implement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  (void)c;
+  if (a->activations != MXVAL_ACT_BF16) {
+    snprintf(err, len, "example_naive supports bf16 activations only");
+    return 1;
+  }
+  if (a->K % 32 != 0) {
+    snprintf(err, len, "K must be a multiple of 32");
+    return 1;
+  }
+  return 0;
+}
+
+static size_t workspace_size(const mxval_gemm_args* a, const mxval_tile_config* c) {
+  (void)a;
+  (void)c;
+  return 0;
+}
+
+static int32_t run(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (can_implement(a, c, err, len) != 0) return 1;
+  const uint16_t* x = (const uint16_t*)a->x;
+  uint16_t* y = (uint16_t*)a->y;
+  int64_t k_end = a->K;
+#ifdef MXVAL_EXAMPLE_RAGGED_K_BUG
+  if (a->K == 192) k_end = 96; /* the bug: tail block masked away */
+#endif
+  for (int64_t b = 0; b < a->B; ++b)
+    for (int64_t m = 0; m < a->M; ++m)
+      for (int64_t n = 0; n < a->N; ++n) {
+        const uint8_t* wp = a->w_packed + b * a->w_packed_stride_b + n * a->w_packed_stride_n;
+        const uint8_t* ws = a->w_scales + b * a->w_scales_stride_b + n * a->w_scales_stride_n;
+        float acc = 0.0f;
+        for (int64_t k = 0; k < k_end; ++k) {
+          const unsigned code = (k & 1) ? (wp[k / 2] >> 4) : (wp[k / 2] & 15u);
+          acc += bf16_to_float(x[b * a->x_stride_b + m * a->x_stride_m + k * a->x_stride_k]) * e2m1(code) * e8m0(ws[k / 32]);
+        }
+        y[b * a->y_stride_b + m * a->y_stride_m + n] = float_to_bf16(acc);
+      }
+  return 0;
+}
+
+static const mxval_tile_config kConfigs[] = {{1, 1, 32, 1, 1, 1}};
+static const mxval_kernel kKernels[] = {
+    {"example_naive", MXVAL_DEVICE_CPU, "cpu", 1u << MXVAL_ACT_BF16, kConfigs, 1, can_implement, workspace_size, run}};
+static const mxval_kernel_library kLibrary = {MXVAL_KERNEL_ABI_VERSION, "example-plugin",
+#ifdef MXVAL_EXAMPLE_RAGGED_K_BUG
+                                              "example-buggy-1",
+#else
+                                              "example-1",
+#endif
+                                              1, kKernels};
+
+__attribute__((visibility("default"))) const mxval_kernel_library* mxval_get_kernel_library(void) { return &kLibrary; }

@@ -1,0 +1,46 @@
+#include "validation/abi_kernel.h"
+
+#include <vector>
+
+namespace mxval {
+
+mxval_gemm_args AbiArgsFor(const CaseData& d, const void* x_base, const uint8_t* packed_base,
+                           const uint8_t* scales_base, void* y, void* workspace, size_t workspace_bytes,
+                           void* stream) {
+  const GemmShape& s = d.spec.shape;
+  mxval_gemm_args a{};
+  a.B = s.B;
+  a.M = s.M;
+  a.N = s.N;
+  a.K = s.K;
+  a.activations = d.spec.activations == ActivationMode::kMxfp4Even ? MXVAL_ACT_MXFP4_EVEN : MXVAL_ACT_BF16;
+  a.x = x_base;
+  a.x_stride_b = d.xs.b;
+  a.x_stride_m = d.xs.m;
+  a.x_stride_k = d.xs.k;
+  a.w_packed = packed_base;
+  a.w_packed_stride_b = d.w.packed_stride_b;
+  a.w_packed_stride_n = d.w.packed_stride_n;
+  a.w_scales = scales_base;
+  a.w_scales_stride_b = d.w.scale_stride_b;
+  a.w_scales_stride_n = d.w.scale_stride_n;
+  a.y = y;
+  a.y_stride_b = d.ys.b;
+  a.y_stride_m = d.ys.m;
+  a.workspace = workspace;
+  a.workspace_bytes = workspace_bytes;
+  a.stream = stream;
+  return a;
+}
+
+KernelFn HostAbiKernel(const mxval_kernel* kernel, const TileConfig& config) {
+  return [kernel, config](const CaseData& d, uint16_t* y) -> absl::Status {
+    mxval_gemm_args probe = AbiArgsFor(d, d.x_bf16.data(), d.packed.data(), d.scales.data(), y, nullptr, 0, nullptr);
+    const mxval_tile_config c = ToAbi(config);
+    std::vector<uint8_t> ws(kernel->workspace_size(&probe, &c));
+    mxval_gemm_args a = AbiArgsFor(d, d.x_bf16.data(), d.packed.data(), d.scales.data(), y, ws.data(), ws.size(), nullptr);
+    return Run(*kernel, a, config);
+  };
+}
+
+}  // namespace mxval

@@ -1,0 +1,21 @@
+// Adapts a kernel reached through the mxval kernel ABI to a validation
+// KernelFn (host-memory kernels: CPU built-ins and CPU plugins).
+#ifndef MXVAL_VALIDATION_ABI_KERNEL_H_
+#define MXVAL_VALIDATION_ABI_KERNEL_H_
+
+#include "kernels/abi/kernel_library.h"
+#include "validation/validation_case.h"
+
+namespace mxval {
+
+// Arguments for a case whose buffers live at the given base pointers (host
+// copies, or device mirrors laid out identically).
+mxval_gemm_args AbiArgsFor(const CaseData& d, const void* x_base, const uint8_t* packed_base,
+                           const uint8_t* scales_base, void* y, void* workspace, size_t workspace_bytes,
+                           void* stream);
+
+KernelFn HostAbiKernel(const mxval_kernel* kernel, const TileConfig& config);
+
+}  // namespace mxval
+
+#endif  // MXVAL_VALIDATION_ABI_KERNEL_H_
