@@ -113,6 +113,7 @@ nlohmann::json SweepToJson(const SweepOptions& o, const std::vector<SweepRow>& r
       c["inf_count"] = a.inf_count;
       c["unwritten_count"] = a.unwritten_count;
       c["mismatch_fraction"] = a.mismatch_fraction;
+      c["accumulation_allowed"] = a.accumulation_allowed;
       c["rows_checked"] = r.result.rows_checked;
       c["kernel_seconds"] = r.result.kernel_seconds;
       c["reference_seconds"] = r.result.reference_seconds;

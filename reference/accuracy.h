@@ -13,6 +13,7 @@
 #define MXVAL_REFERENCE_ACCURACY_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,12 @@ float PoisonF32();
 struct Tolerance {
   double atol = 1e-5;
   double rtol = 1.6e-2;
+  // An element outside (atol, rtol) is still accepted when the difference is
+  // within accum_sigma * sqrt(K) * 2^-24 * sum_k |x_k w_k|: the spread that
+  // fp32 accumulation in a different order legitimately produces where the
+  // sum nearly cancels (|y| << sum |x w|). Needs an AbsDotFn; such elements
+  // are counted in AccuracyReport::accumulation_allowed. 0 disables.
+  double accum_sigma = 4.0;
   // Fraction of checked elements allowed outside (atol, rtol). 0: none.
   double max_mismatch_fraction = 0.0;
   // Relative Frobenius error above this, or cosine below catastrophic_cosine,
@@ -64,17 +71,23 @@ struct AccuracyReport {
   int64_t inf_count = 0;         // Inf in output where the reference is finite
   int64_t unwritten_count = 0;   // poison left in output
   int64_t mismatch_count = 0;    // outside tolerance (includes the above)
+  int64_t accumulation_allowed = 0;  // outside (atol, rtol) but within the fp32 accumulation bound
   double mismatch_fraction = 0;
   std::vector<ElementError> first_mismatches;  // up to 8, in index order
   Verdict verdict = Verdict::kPass;
   std::string reason;            // one line, human readable
 };
 
+// sum_k |x_k * w_k| for output element (b, m, n), as the reference sees the
+// operands (see reference::AbsDot).
+using AbsDotFn = std::function<double(int64_t b, int64_t m, int64_t n)>;
+
 // Compares got and want over all b, n and the given rows m (empty = all M).
-// Both are (B, M, N) views with n contiguous and the given strides.
+// Both are (B, M, N) views with n contiguous and the given strides. absdot
+// (optional) enables the accumulation-order allowance of Tolerance.
 AccuracyReport CompareOutputs(const GemmShape& shape, const float* got, const YStrides& got_strides,
                               const float* want, const YStrides& want_strides, const std::vector<int64_t>& rows,
-                              const Tolerance& tol);
+                              const Tolerance& tol, const AbsDotFn& absdot = nullptr);
 
 }  // namespace reference
 }  // namespace mxval

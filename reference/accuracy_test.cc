@@ -49,6 +49,34 @@ TEST(Accuracy, AssertCloseSemantics) {
   EXPECT_EQ(f.Run(loose).verdict, Verdict::kPass);
 }
 
+TEST(Accuracy, AccumulationOrderAllowanceNeedsLargeTerms) {
+  Fixture f;
+  f.s.K = 512;
+  // A near-cancelling element: true value 3e-5 out of terms summing to ~400
+  // in magnitude. A different fp32 summation order legitimately moves it by
+  // ~1e-5; assert_close alone calls that a mismatch.
+  f.want[7] = 3.05e-5f;
+  f.got[7] = 4.58e-5f;
+  EXPECT_EQ(f.Run().verdict, Verdict::kFailMismatch);
+  const AbsDotFn big = [](int64_t, int64_t, int64_t) { return 400.0; };
+  auto r = CompareOutputs(f.s, f.got.data(), f.ys, f.want.data(), f.ys, {}, {}, big);
+  EXPECT_EQ(r.verdict, Verdict::kPass) << r.reason;
+  EXPECT_EQ(r.accumulation_allowed, 1);
+  // Small terms: no allowance.
+  const AbsDotFn small = [](int64_t, int64_t, int64_t) { return 1e-3; };
+  EXPECT_EQ(CompareOutputs(f.s, f.got.data(), f.ys, f.want.data(), f.ys, {}, {}, small).verdict,
+            Verdict::kFailMismatch);
+  // A real error is not excused by large terms: 0.5 off where the bound is
+  // 4 * sqrt(512) * 2^-24 * 400 ~ 2e-3.
+  f.got[7] = 0.5f;
+  EXPECT_EQ(CompareOutputs(f.s, f.got.data(), f.ys, f.want.data(), f.ys, {}, {}, big).verdict,
+            Verdict::kFailMismatch);
+  Tolerance off;
+  off.accum_sigma = 0;
+  f.got[7] = 4.58e-5f;
+  EXPECT_EQ(CompareOutputs(f.s, f.got.data(), f.ys, f.want.data(), f.ys, {}, off, big).verdict, Verdict::kFailMismatch);
+}
+
 TEST(Accuracy, UnwrittenBeatsEverything) {
   Fixture f;
   f.got[5] = PoisonF32();

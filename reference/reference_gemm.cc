@@ -134,6 +134,24 @@ void FakeQuantizeGroupEven(float* v) {
   }
 }
 
+double AbsDot(const GemmShape& s, const float* x, const XStrides& xs, const WeightView& w, ActivationMode activations,
+              int64_t b, int64_t m, int64_t n) {
+  std::vector<float> row(s.K);
+  const float* xr = x + b * xs.b + m * xs.m;
+  for (int64_t k = 0; k < s.K; ++k) row[k] = RefBf16(xr[k * xs.k]);
+  if (activations == ActivationMode::kMxfp4Even) {
+    for (int64_t g = 0; g < s.K; g += 32) FakeQuantizeGroupEven(&row[g]);
+  }
+  const uint8_t* pr = w.packed + b * w.packed_stride_b + n * w.packed_stride_n;
+  const uint8_t* sr = w.scales + b * w.scale_stride_b + n * w.scale_stride_n;
+  double acc = 0;
+  for (int64_t k = 0; k < s.K; ++k) {
+    const double wv = static_cast<double>(mxfp4::DecodeE2M1(mxfp4::UnpackCode(pr, k))) * mxfp4::DecodeE8M0(sr[k / 32]);
+    acc += std::fabs(static_cast<double>(row[k]) * wv);
+  }
+  return acc;
+}
+
 std::vector<int64_t> SampleRows(int64_t M, int64_t count, uint64_t seed) {
   std::vector<int64_t> rows;
   auto add = [&](int64_t r) {

@@ -49,6 +49,12 @@ absl::Status ReferenceGemm(const GemmShape& shape, const float* x, const XStride
 // A group holding NaN or Inf becomes all NaN (scale byte 0xFF).
 void FakeQuantizeGroupEven(float* v);
 
+// sum_k |xq[b,m,k] * w[b,n,k]| in FP64, with the operands exactly as
+// ReferenceGemm uses them (bf16 x, re-quantized in mxfp4-even mode). The
+// accuracy check uses it to bound legitimate fp32 accumulation differences.
+double AbsDot(const GemmShape& shape, const float* x, const XStrides& xs, const WeightView& w,
+              ActivationMode activations, int64_t b, int64_t m, int64_t n);
+
 // Rows to check in sampled mode for M rows: always 0 and M-1, the first and
 // last rows of the final (ragged) tile for every tile height in
 // {16, 32, 64, 128, 256}, the rows on each side of every 256-row boundary up

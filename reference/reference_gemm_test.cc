@@ -131,6 +131,20 @@ std::vector<Case> Cases() {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ReferenceVsNaive, ::testing::ValuesIn(Cases()));
 
+TEST(Reference, AbsDotMatchesNaive) {
+  GemmShape s{2, 5, 24, 96};
+  Problem p = Make(s, true, 4);
+  std::vector<double> want, absdot;
+  for (ActivationMode mode : {ActivationMode::kBf16, ActivationMode::kMxfp4Even}) {
+    Naive(p, mode, want, absdot);
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t m = 0; m < s.M; ++m)
+        for (int64_t n = 0; n < s.N; ++n)
+          ASSERT_NEAR(AbsDot(s, p.x.data(), p.xs, p.w, mode, b, m, n), absdot[(b * s.M + m) * s.N + n],
+                      1e-9 * absdot[(b * s.M + m) * s.N + n]);
+  }
+}
+
 TEST(Reference, SampledRowsComputeOnlyThoseRows) {
   GemmShape s{3, 300, 40, 64};
   Problem p = Make(s, false, 9);

@@ -18,7 +18,10 @@ reference::AccuracyReport Validate(const mxval_kernel* k, const TileConfig& c, G
   auto d = CaseData::Build(spec);
   EXPECT_TRUE(d.ok()) << d.status();
   auto r = CheckKernel(*d, HostAbiKernel(k, c), {});
-  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) {
+    ADD_FAILURE() << r.status();
+    return {};
+  }
   return r->accuracy;
 }
 
@@ -31,7 +34,8 @@ TEST(KernelAbi, BuiltInCpuKernelThroughTheAbi) {
   ASSERT_GT((*k)->num_configs, 0);
   for (int i = 0; i < (*k)->num_configs; ++i) {
     const TileConfig c = FromAbi((*k)->configs[i]);
-    auto r = Validate(*k, c, {3, 37, 96, 192}, true);
+    const int64_t K = c.ksplit * c.block_k > 192 ? 512 : 192;  // a K the split fits
+    auto r = Validate(*k, c, {3, 37, 96, K}, true);
     EXPECT_EQ(r.verdict, reference::Verdict::kPass) << c.ToString() << ": " << r.reason;
   }
   // can_implement failures come back as INVALID_ARGUMENT naming the field.

@@ -90,7 +90,10 @@ absl::StatusOr<CaseResult> CheckKernel(const CaseData& d, const KernelFn& kernel
 
   std::vector<float> got(d.y_elems);
   for (int64_t i = 0; i < d.y_elems; ++i) got[i] = mxfp4::Bf16BitsToFloat(y[i]);
-  res.accuracy = reference::CompareOutputs(s, got.data(), d.ys, want.data(), d.ys, ropt.rows, opt.tolerance);
+  const auto absdot = [&](int64_t b, int64_t m, int64_t n) {
+    return reference::AbsDot(s, d.x_f32.data(), d.xs, d.w, d.spec.activations, b, m, n);
+  };
+  res.accuracy = reference::CompareOutputs(s, got.data(), d.ys, want.data(), d.ys, ropt.rows, opt.tolerance, absdot);
   return res;
 }
 

@@ -369,6 +369,9 @@ int32_t LaunchReduce(const mxval_gemm_args* a, const GemmParams& p, char* err, s
 
 // The compiled tensor-core instantiations: (BM, BN, BK, WARPS_M, WARPS_N, STAGES).
 #define MXVAL_TC_CONFIGS(X)  \
+  X(16, 32, 128, 1, 2, 4)    \
+  X(16, 64, 64, 1, 4, 4)     \
+  X(32, 64, 64, 1, 4, 4)     \
   X(16, 32, 128, 1, 2, 2)    \
   X(16, 64, 64, 1, 4, 2)     \
   X(16, 64, 128, 1, 4, 2)    \

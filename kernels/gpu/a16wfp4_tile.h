@@ -94,25 +94,39 @@ MXVAL_HD void DequantWTile(const GemmParams& p, const TileCoord& c, int64_t k0, 
   for (int i = tid; i < BN * (BK / 8); i += nthreads) {
     const int r = i / (BK / 8), q = i % (BK / 8);
     const int64_t n = c.n0 + r, k = k0 + q * 8;
+    // Past N or K the tile's masked tail is zero: code 0 with scale 2^0.
     uint32_t bytes = 0;
-    float scale = 0.0f;
+    uint8_t sbyte = 127;
     if (n < p.N && k < p.K) {
-      if (staged != nullptr) {
-        const uint8_t* s = staged + r * (BK / 2) + q * 4;
-        bytes = static_cast<uint32_t>(s[0]) | (static_cast<uint32_t>(s[1]) << 8) | (static_cast<uint32_t>(s[2]) << 16) |
-                (static_cast<uint32_t>(s[3]) << 24);
-      } else {
-        const uint8_t* s = p.wp + c.b * p.wp_sb + n * p.wp_sn + k / 2;
-        bytes = static_cast<uint32_t>(s[0]) | (static_cast<uint32_t>(s[1]) << 8) | (static_cast<uint32_t>(s[2]) << 16) |
-                (static_cast<uint32_t>(s[3]) << 24);
-      }
-      scale = mxfp4::DecodeE8M0(p.ws[c.b * p.ws_sb + n * p.ws_sn + k / 32]);  // k < K: group < K/32
+      const uint8_t* src = staged != nullptr ? staged + r * (BK / 2) + q * 4 : p.wp + c.b * p.wp_sb + n * p.wp_sn + k / 2;
+      bytes = static_cast<uint32_t>(src[0]) | (static_cast<uint32_t>(src[1]) << 8) |
+              (static_cast<uint32_t>(src[2]) << 16) | (static_cast<uint32_t>(src[3]) << 24);
+      sbyte = p.ws[c.b * p.ws_sb + n * p.ws_sn + k / 32];  // k < K: the group is < K/32
     }
     uint32_t packed[4];
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t lo = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1((bytes >> (8 * j)) & 0xFu) * scale);
-      const uint32_t hi = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1((bytes >> (8 * j + 4)) & 0xFu) * scale);
-      packed[j] = lo | (hi << 16);
+    if (sbyte >= 2 && sbyte <= 252) {
+      // Integer path: every nonzero E2M1 magnitude times 2^(s-127) is a
+      // normal bf16 here, so its bits are the magnitude's bf16 bits with
+      // (s-127) added to the exponent field.
+      const uint32_t ebias = static_cast<uint32_t>(static_cast<int32_t>(sbyte) - 127) << 7;
+      for (int j = 0; j < 4; ++j) {
+        uint32_t half[2];
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t code = (bytes >> (8 * j + 4 * h)) & 0xFu, idx = code & 7u;
+          const uint32_t mag = idx >= 2 ? (((126u + (idx >> 1)) << 7) | ((idx & 1u) << 6)) : (idx ? 0x3F00u : 0u);
+          half[h] = (idx ? mag + ebias : 0u) | ((code & 8u) << 12);
+        }
+        packed[j] = (half[0] & 0xFFFFu) | (half[1] << 16);
+      }
+    } else {
+      // Exact float path for extreme scales (subnormal or overflowing
+      // products) and NaN scales.
+      const float scale = mxfp4::DecodeE8M0(sbyte);
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t lo = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1((bytes >> (8 * j)) & 0xFu) * scale);
+        const uint32_t hi = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1((bytes >> (8 * j + 4)) & 0xFu) * scale);
+        packed[j] = lo | (hi << 16);
+      }
     }
     uint32_t* dst = reinterpret_cast<uint32_t*>(wd + r * LDW + q * 8);
     for (int j = 0; j < 4; ++j) dst[j] = packed[j];

@@ -37,8 +37,9 @@ absl::Status EmulateSimt(const CaseData& d, uint16_t* y, int ksplit) {
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (int kt = c.kt0; kt < c.kt1; ++kt) {
           for (int t = 0; t < T; ++t) SimtLoadPhase(p, c, kt, xs.data(), wd.data(), t);
-          if (p.act_mxfp4)
+          if (p.act_mxfp4) {
             for (int t = 0; t < T; ++t) FakeQuantXTile<kSimtBM, kSimtBK, kSimtLDX>(xs.data(), t, T);
+          }
           for (int t = 0; t < T; ++t) SimtDefault::Mma(xs.data(), wd.data(), &acc[t * kSimtTM * kSimtTN], t);
         }
         for (int t = 0; t < T; ++t) SimtDefault::Store(p, c, &acc[t * kSimtTM * kSimtTN], t);
@@ -106,7 +107,44 @@ TEST(SimtEmulation, DequantWTileNeverReadsPastKOver32) {
     for (int k = 0; k < 128; ++k) {
       const float v = mxfp4::Bf16BitsToFloat(wd[n * 136 + k]);
       ASSERT_FALSE(std::isnan(v)) << n << "," << k;
-      if (k >= 96) ASSERT_EQ(v, 0.0f);
+      if (k >= 96) {
+        ASSERT_EQ(v, 0.0f);
+      }
+    }
+  }
+}
+
+TEST(SimtEmulation, DequantIsExactForEveryByteAndScale) {
+  // One 64-column tile: column n holds scale byte s, its 128 K elements hold
+  // packed bytes 0..63 (two rows cover all 256 byte values). Both the integer
+  // path (scales 2..252) and the exact float path must give
+  // bf16(E2M1 * 2^(s-127)) bit for bit (NaN for 0xFF).
+  for (int s0 = 0; s0 < 256; s0 += 64) {
+    for (int half = 0; half < 4; ++half) {
+      std::vector<uint8_t> packed(64 * 64), scales(64 * 4);
+      for (int n = 0; n < 64; ++n) {
+        for (int i = 0; i < 64; ++i) packed[n * 64 + i] = static_cast<uint8_t>(half * 64 + i);
+        for (int g = 0; g < 4; ++g) scales[n * 4 + g] = static_cast<uint8_t>(s0 + n);
+      }
+      GemmParams p{};
+      p.B = 1, p.M = 1, p.N = 64, p.K = 128, p.ksplit = 1, p.ktiles = 1;
+      p.wp = packed.data(), p.wp_sb = 0, p.wp_sn = 64;
+      p.ws = scales.data(), p.ws_sb = 0, p.ws_sn = 4;
+      TileCoord c{0, 0, 0, 0, 0, 1};
+      std::vector<uint16_t> wd(64 * 136);
+      for (int t = 0; t < 32; ++t) DequantWTile<64, 128, 136>(p, c, 0, nullptr, wd.data(), t, 32);
+      for (int n = 0; n < 64; ++n) {
+        for (int k = 0; k < 128; ++k) {
+          const uint8_t byte = packed[n * 64 + k / 2];
+          const float want = mxfp4::DecodeE2M1((k & 1) ? byte >> 4 : byte & 15) * mxfp4::DecodeE8M0(scales[n * 4]);
+          const uint16_t got = wd[n * 136 + k];
+          if (std::isnan(want)) {
+            ASSERT_TRUE(std::isnan(mxfp4::Bf16BitsToFloat(got)));
+          } else {
+            ASSERT_EQ(got, mxfp4::FloatToBf16Bits(want)) << "scale " << int(scales[n * 4]) << " byte " << int(byte);
+          }
+        }
+      }
     }
   }
 }

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (NVIDIA H200) from the repository root, with
+# build-gpu/ staged by scripts/stage_gpu_bundle.sh: the kernel tests against
+# the FP32 reference (summary table), then the side-by-side benchmark.
+# Usage: scripts/gpu_check.sh [test|bench|all]   (results under $OUT or /tmp)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/mxval-gpu}"
+mkdir -p "$OUT"
+what="${1:-all}"
+export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
+export MXVAL_CUDA_LIBRARY="$PWD/build-gpu/lib/libmxval_cuda_kernels.so"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+rc=0
+if [ "$what" = test ] || [ "$what" = all ]; then
+  MXVAL_THREADS=16 build-gpu/bin/gpu_kernel_test --gtest_brief=1 2>&1 | tee "$OUT/gpu_test.log"
+  rc=${PIPESTATUS[0]}
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  PYTHONUNBUFFERED=1 python3 bench/gpu_bench.py --lib "$MXVAL_CUDA_LIBRARY" --out "$OUT/gpu_bench.json" 2>&1 | tee "$OUT/gpu_bench.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
+exit $rc
