@@ -298,12 +298,26 @@ def main():
     ap.add_argument("--ms", default="1,4,16,64,256,1024,4096,8192,16384")
     ap.add_argument("--shapes", default="all")
     ap.add_argument("--no-sweep", action="store_true", help="skip timing every compiled config")
+    ap.add_argument("--only-mxval", action="store_true", help="run our kernel only (for profilers)")
     ap.add_argument("--out", default="gpu_bench.json")
     args = ap.parse_args()
     torch.manual_seed(0)
     _, kernel, configs = load_kernel(args.lib, "a16wfp4_tc")
     ours = Ours(kernel)
     table = json.load(open(args.table))
+    if args.only_mxval:
+        gen = torch.Generator(device="cuda")
+        gen.manual_seed(1)
+        for (preset, op, B, N, K, strided, bmaj) in SHAPES:
+            if args.shapes != "all" and preset + "/" + op not in args.shapes.split(","):
+                continue
+            for M in [int(m) for m in args.ms.split(",")]:
+                p = Problem(op, B, M, N, K, strided, bmaj, gen)
+                entry, cfg = table_lookup(table, op, M, N, K)
+                ours.call(p, cfg)()
+                torch.cuda.synchronize()
+                print("ran", preset, op, M, cfg)
+        return
     bw, rate = measure_roofline()
     print("device %s: copy bandwidth %.2f TB/s (read+write), bf16 GEMM %.0f TFLOP/s (8192^3 torch.mm)"
           % (torch.cuda.get_device_name(), bw / 1e12, rate / 1e12))

@@ -156,7 +156,9 @@ struct TcConfig {
   static constexpr size_t kOutBytes = size_t{BM} * kLdo * 2;
   static constexpr size_t kXRegion = kXBytes > kOutBytes ? kXBytes : kOutBytes;
   static constexpr size_t kWpBytes = size_t{STAGES} * BN * (BK / 2);
-  static constexpr size_t kSmem = kXRegion + kWpBytes + size_t{BN} * kLdw * 2;
+  static constexpr size_t kFixed = kXRegion + kWpBytes + size_t{BN} * kLdw * 2 + sizeof(DequantLut);
+  // Plus the CTA's scale slab, BN x kgroups bytes (known at launch).
+  static size_t Smem(int kgroups) { return kFixed + (size_t{BN} * kgroups + 15) / 16 * 16; }
   static_assert(BM % (16 * WARPS_M) == 0, "warp tile rows must be a multiple of 16");
   static_assert(BN % (16 * WARPS_N) == 0, "warp tile columns must be a multiple of 16");
   static_assert(BK % 32 == 0, "BLOCK_K must be a multiple of the 32-element scale group");
@@ -172,6 +174,8 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N* kWarpSize)
   uint16_t* xs_all = reinterpret_cast<uint16_t*>(smem);                     // (STAGES, BM, LDX)
   uint8_t* wp_all = smem + C::kXRegion;                                      // (STAGES, BN, BK/2)
   uint16_t* wd = reinterpret_cast<uint16_t*>(smem + C::kXRegion + C::kWpBytes);  // (BN, LDW)
+  DequantLut* lut = reinterpret_cast<DequantLut*>(smem + C::kFixed - sizeof(DequantLut));
+  uint8_t* slab = smem + C::kFixed;                                          // (BN, kgroups) scales
   const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
   const int wm0 = (warp / WARPS_N) * C::kWm, wn0 = (warp % WARPS_N) * C::kWn;
   const TileCoord c = CtaCoord(p, blockIdx.x, blockIdx.y, blockIdx.z, BM, BN);
@@ -209,25 +213,40 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N* kWarpSize)
     CpAsyncCommit();
 #endif
   }
+  BuildDequantLut(lut, tid, C::kThreads);
+  // The CTA's scale bytes for its whole K range, loaded once while the
+  // prologue's copies are in flight (groups >= K/32 are never read).
+  const int64_t g0 = static_cast<int64_t>(c.kt0) * BK / 32;
+  const int64_t kg_all = p.K / 32;
+  for (int i = tid; i < BN * p.kgroups; i += C::kThreads) {
+    const int r = i / p.kgroups;
+    const int64_t n = c.n0 + r, g = g0 + i % p.kgroups;
+    slab[i] = (n < p.N && g < kg_all && g < static_cast<int64_t>(c.kt1) * BK / 32) ? p.ws[c.b * p.ws_sb + n * p.ws_sn + g]
+                                                                                    : uint8_t{127};
+  }
   for (int it = 0; it < nk; ++it) {
     const int st = it % STAGES;
 #if defined(MXVAL_NVIDIA)
     CpAsyncWait<STAGES - 2>();
 #endif
     __syncthreads();
-    const int64_t k0 = static_cast<int64_t>(c.kt0 + it) * BK;
-    uint16_t* xs = xs_all + st * BM * C::kLdx;
-    if (p.act_mxfp4) FakeQuantXTile<BM, BK, C::kLdx>(xs, tid, C::kThreads);
-#if defined(MXVAL_NVIDIA)
-    DequantWTile<BN, BK, C::kLdw>(p, c, k0, wp_all + st * BN * (BK / 2), wd, tid, C::kThreads);
-#else
-    DequantWTile<BN, BK, C::kLdw>(p, c, k0, nullptr, wd, tid, C::kThreads);
-#endif
-    __syncthreads();
+    // Refill the stage consumed in the previous iteration (every warp has
+    // passed the barrier, so its mma and dequant reads are done): the copy
+    // overlaps this iteration's dequant and mma.
     if (it + STAGES - 1 < nk) issue((it + STAGES - 1) % STAGES, c.kt0 + it + STAGES - 1);
 #if defined(MXVAL_NVIDIA)
     CpAsyncCommit();
 #endif
+    const int64_t k0 = static_cast<int64_t>(c.kt0 + it) * BK;
+    uint16_t* xs = xs_all + st * BM * C::kLdx;
+    if (p.act_mxfp4) FakeQuantXTile<BM, BK, C::kLdx>(xs, tid, C::kThreads);
+#if defined(MXVAL_NVIDIA)
+    DequantWTile<BN, BK, C::kLdw>(p, c, k0, wp_all + st * BN * (BK / 2), wd, tid, C::kThreads, slab, p.kgroups, g0,
+                                  lut);
+#else
+    DequantWTile<BN, BK, C::kLdw>(p, c, k0, nullptr, wd, tid, C::kThreads, slab, p.kgroups, g0, lut);
+#endif
+    __syncthreads();
     mma.Step(xs, wd, wm0, wn0, lane);
   }
 
@@ -323,6 +342,7 @@ GemmParams MakeParams(const mxval_gemm_args& a, int bk, int ksplit) {
   p.partial = static_cast<float*>(a.workspace);
   p.ksplit = ksplit;
   p.ktiles = static_cast<int>((a.K + bk - 1) / bk);
+  p.kgroups = static_cast<int>((p.ktiles + ksplit - 1) / ksplit * (bk / 32));
   return p;
 }
 
@@ -387,12 +407,12 @@ int32_t LaunchReduce(const mxval_gemm_args* a, const GemmParams& p, char* err, s
 
 struct TcEntry {
   mxval_tile_config config;
-  size_t smem;
+  size_t (*smem)(int kgroups);
   void (*kernel)(GemmParams);
 };
 
 #define MXVAL_TC_ENTRY(BM, BN, BK, WMW, WNW, ST)                                         \
-  {{BM, BN, BK, 1, ST, WMW * WNW}, TcConfig<BM, BN, BK, WMW, WNW, ST>::kSmem, \
+  {{BM, BN, BK, 1, ST, WMW * WNW}, TcConfig<BM, BN, BK, WMW, WNW, ST>::Smem, \
    A16wfp4TcKernel<BM, BN, BK, WMW, WNW, ST>},
 const TcEntry kTcEntries[] = {MXVAL_TC_CONFIGS(MXVAL_TC_ENTRY)};
 constexpr int kNumTc = sizeof(kTcEntries) / sizeof(kTcEntries[0]);
@@ -448,18 +468,25 @@ int32_t TcRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, s
   if (int32_t r = TcCanImplement(a, c, err, len)) return r;
   const TcEntry* e = FindTc(c);
   const GemmParams p = MakeParams(*a, c->block_k, c->ksplit);
-  if (e->smem > 48 * 1024) {
+  const size_t smem = e->smem(p.kgroups);
+  // Raise the dynamic smem limit once per kernel and size (cheap to skip).
+  static thread_local size_t raised[kNumTc] = {};
+  size_t& done = raised[e - kTcEntries];
+  if (smem > 48 * 1024 && smem > done) {
     int dev = 0, optin = 0;
     gpuGetDevice(&dev);
     gpuDeviceGetAttribute(&optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (e->smem > static_cast<size_t>(optin)) return SetErr(err, len, "config needs more shared memory than the device has"), 1;
-    const gpuError_t se = gpuFuncSetAttribute(e->kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(e->smem));
+    if (smem > static_cast<size_t>(optin)) {
+      return SetErr(err, len, "K is too large for this config's shared-memory scale slab (use a16wfp4_simt)"), 1;
+    }
+    const gpuError_t se = gpuFuncSetAttribute(e->kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (se != gpuSuccess) return SetErr(err, len, gpuGetErrorString(se)), 1;
+    done = smem;
   }
   const dim3 grid(static_cast<unsigned>((a->N + c->block_n - 1) / c->block_n),
                   static_cast<unsigned>((a->M + c->block_m - 1) / c->block_m),
                   static_cast<unsigned>(a->B * c->ksplit));
-  e->kernel<<<grid, c->num_warps * kWarpSize, e->smem, static_cast<gpuStream_t>(a->stream)>>>(p);
+  e->kernel<<<grid, c->num_warps * kWarpSize, smem, static_cast<gpuStream_t>(a->stream)>>>(p);
   const gpuError_t le = gpuGetLastError();
   if (le != gpuSuccess) return SetErr(err, len, gpuGetErrorString(le)), 1;
   return LaunchReduce(a, p, err, len);

@@ -40,6 +40,7 @@ struct GemmParams {
   float* partial;               // (ksplit, B, M, N) fp32 when ksplit > 1
   int ksplit;
   int ktiles;                   // ceil(K / BK)
+  int kgroups;                  // scale groups staged per CTA (tensor-core kernel)
 };
 
 struct TileCoord {
@@ -85,12 +86,41 @@ MXVAL_HD void FakeQuantXTile(uint16_t* xs, int tid, int nthreads) {
   }
 }
 
+// Byte -> two bf16 E2M1 magnitudes (low nibble in the low half), a mask of
+// the nonzero halves and their sign bits. With it, dequantizing a byte with
+// scale byte s in [2, 252] is
+//   pair = mag + ((s * 0x00800080) & mask) - (0x3F803F80 & mask) | sign
+// i.e. (s - 127) added to each nonzero half's exponent field, done as an add
+// then a subtract so neither can carry or borrow across the halves (every
+// intermediate stays within [0x0080, 0xBEC0]).
+struct DequantLut {
+  uint32_t mag[256], mask[256], sign[256];
+};
+MXVAL_HD uint32_t E2M1MagBf16(uint32_t idx) {
+  return idx >= 2 ? (((126u + (idx >> 1)) << 7) | ((idx & 1u) << 6)) : (idx ? 0x3F00u : 0u);
+}
+MXVAL_HD void BuildDequantLut(DequantLut* lut, int tid, int nthreads) {
+  for (int b = tid; b < 256; b += nthreads) {
+    const uint32_t lo = b & 7, hi = (b >> 4) & 7;
+    lut->mag[b] = E2M1MagBf16(lo) | (E2M1MagBf16(hi) << 16);
+    lut->mask[b] = (lo ? 0xFFFFu : 0u) | (hi ? 0xFFFF0000u : 0u);
+    lut->sign[b] = ((b & 8) ? 0x8000u : 0u) | ((b & 0x80) ? 0x80000000u : 0u);
+  }
+}
+
+struct alignas(16) U32x4 {
+  uint32_t v[4];
+};
+
 // Dequantizes w[b, n0:n0+BN, k0:k0+BK] into wd (bf16, row stride LDW), 8
 // elements (4 packed bytes, one scale) per work item. `staged` is the packed
 // tile already in smem as (BN, BK/2) bytes, or null to read global memory.
+// `slab` holds the CTA's scale bytes in smem as (BN, slab_ld) starting at
+// group slab_g0, or null to read them from global memory.
 template <int BN, int BK, int LDW>
 MXVAL_HD void DequantWTile(const GemmParams& p, const TileCoord& c, int64_t k0, const uint8_t* staged, uint16_t* wd,
-                           int tid, int nthreads) {
+                           int tid, int nthreads, const uint8_t* slab = nullptr, int slab_ld = 0,
+                           int64_t slab_g0 = 0, const DequantLut* lut = nullptr) {
   for (int i = tid; i < BN * (BK / 8); i += nthreads) {
     const int r = i / (BK / 8), q = i % (BK / 8);
     const int64_t n = c.n0 + r, k = k0 + q * 8;
@@ -101,22 +131,29 @@ MXVAL_HD void DequantWTile(const GemmParams& p, const TileCoord& c, int64_t k0, 
       const uint8_t* src = staged != nullptr ? staged + r * (BK / 2) + q * 4 : p.wp + c.b * p.wp_sb + n * p.wp_sn + k / 2;
       bytes = static_cast<uint32_t>(src[0]) | (static_cast<uint32_t>(src[1]) << 8) |
               (static_cast<uint32_t>(src[2]) << 16) | (static_cast<uint32_t>(src[3]) << 24);
-      sbyte = p.ws[c.b * p.ws_sb + n * p.ws_sn + k / 32];  // k < K: the group is < K/32
+      sbyte = slab != nullptr ? slab[r * slab_ld + (k / 32 - slab_g0)]
+                              : p.ws[c.b * p.ws_sb + n * p.ws_sn + k / 32];  // k < K: the group is < K/32
     }
-    uint32_t packed[4];
-    if (sbyte >= 2 && sbyte <= 252) {
-      // Integer path: every nonzero E2M1 magnitude times 2^(s-127) is a
-      // normal bf16 here, so its bits are the magnitude's bf16 bits with
-      // (s-127) added to the exponent field.
+    U32x4 packed;
+    if (sbyte >= 2 && sbyte <= 252 && lut != nullptr) {
+      const uint32_t add = static_cast<uint32_t>(sbyte) * 0x00800080u;
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t b8 = (bytes >> (8 * j)) & 0xFFu, m = lut->mask[b8];
+        packed.v[j] = (lut->mag[b8] + (add & m) - (0x3F803F80u & m)) | lut->sign[b8];
+      }
+    } else if (sbyte >= 2 && sbyte <= 252) {
+      // Same arithmetic without the table (SIMT kernel, CPU emulation):
+      // every nonzero E2M1 magnitude times 2^(s-127) is a normal bf16, so
+      // its bits are the magnitude's bf16 bits with (s-127) added to the
+      // exponent field.
       const uint32_t ebias = static_cast<uint32_t>(static_cast<int32_t>(sbyte) - 127) << 7;
       for (int j = 0; j < 4; ++j) {
         uint32_t half[2];
         for (int h = 0; h < 2; ++h) {
           const uint32_t code = (bytes >> (8 * j + 4 * h)) & 0xFu, idx = code & 7u;
-          const uint32_t mag = idx >= 2 ? (((126u + (idx >> 1)) << 7) | ((idx & 1u) << 6)) : (idx ? 0x3F00u : 0u);
-          half[h] = (idx ? mag + ebias : 0u) | ((code & 8u) << 12);
+          half[h] = (idx ? E2M1MagBf16(idx) + ebias : 0u) | ((code & 8u) << 12);
         }
-        packed[j] = (half[0] & 0xFFFFu) | (half[1] << 16);
+        packed.v[j] = (half[0] & 0xFFFFu) | (half[1] << 16);
       }
     } else {
       // Exact float path for extreme scales (subnormal or overflowing
@@ -125,11 +162,11 @@ MXVAL_HD void DequantWTile(const GemmParams& p, const TileCoord& c, int64_t k0, 
       for (int j = 0; j < 4; ++j) {
         const uint32_t lo = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1((bytes >> (8 * j)) & 0xFu) * scale);
         const uint32_t hi = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1((bytes >> (8 * j + 4)) & 0xFu) * scale);
-        packed[j] = lo | (hi << 16);
+        packed.v[j] = lo | (hi << 16);
       }
     }
-    uint32_t* dst = reinterpret_cast<uint32_t*>(wd + r * LDW + q * 8);
-    for (int j = 0; j < 4; ++j) dst[j] = packed[j];
+    *reinterpret_cast<U32x4*>(wd + r * LDW + q * 8) = packed;  // one 16-byte store
+
   }
 }
 

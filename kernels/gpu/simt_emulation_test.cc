@@ -131,8 +131,11 @@ TEST(SimtEmulation, DequantIsExactForEveryByteAndScale) {
       p.wp = packed.data(), p.wp_sb = 0, p.wp_sn = 64;
       p.ws = scales.data(), p.ws_sb = 0, p.ws_sn = 4;
       TileCoord c{0, 0, 0, 0, 0, 1};
+      DequantLut lut;
+      for (int t = 0; t < 32; ++t) BuildDequantLut(&lut, t, 32);
+      for (const DequantLut* use : {static_cast<const DequantLut*>(nullptr), static_cast<const DequantLut*>(&lut)}) {
       std::vector<uint16_t> wd(64 * 136);
-      for (int t = 0; t < 32; ++t) DequantWTile<64, 128, 136>(p, c, 0, nullptr, wd.data(), t, 32);
+      for (int t = 0; t < 32; ++t) DequantWTile<64, 128, 136>(p, c, 0, nullptr, wd.data(), t, 32, nullptr, 0, 0, use);
       for (int n = 0; n < 64; ++n) {
         for (int k = 0; k < 128; ++k) {
           const uint8_t byte = packed[n * 64 + k / 2];
@@ -141,9 +144,11 @@ TEST(SimtEmulation, DequantIsExactForEveryByteAndScale) {
           if (std::isnan(want)) {
             ASSERT_TRUE(std::isnan(mxfp4::Bf16BitsToFloat(got)));
           } else {
-            ASSERT_EQ(got, mxfp4::FloatToBf16Bits(want)) << "scale " << int(scales[n * 4]) << " byte " << int(byte);
+            ASSERT_EQ(got, mxfp4::FloatToBf16Bits(want))
+                << "scale " << int(scales[n * 4]) << " byte " << int(byte) << (use ? " (table)" : "");
           }
         }
+      }
       }
     }
   }
