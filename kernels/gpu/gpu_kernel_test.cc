@@ -155,7 +155,8 @@ TEST_F(GpuKernels, SeededShapesAgainstReference) {
     }
     if (B == 128 && M > 512) M = 512;
     spec.shape = {B, M, p[1], p[0]};
-    spec.activations = (i / 2) % 2 ? ActivationMode::kMxfp4Even : ActivationMode::kBf16;
+    // Independent of the config index so every config sees both modes.
+    spec.activations = (i / static_cast<int>(combos.size())) % 2 ? ActivationMode::kMxfp4Even : ActivationMode::kBf16;
     spec.layout = (i / 3) % 2 ? OutputLayout::kBatchMajor : OutputLayout::kHeadMajor;
     spec.strided_x = (i % 5) < 3;
     spec.x_gen = *ParseGenerator(i % 7 == 0 ? "heavy-tail" : (i % 11 == 0 ? "mxfp4-exact" : "normal"));
