@@ -69,16 +69,17 @@ class Library(C.Structure):
                 ("num_kernels", C.c_int32), ("kernels", C.POINTER(Kernel))]
 
 
-def load_kernel(path, name):
+def load_kernels(path):
+    """name -> (kernel, [configs]) for every kernel the library exports."""
     lib = C.CDLL(path)
     lib.mxval_get_kernel_library.restype = C.POINTER(Library)
     table = lib.mxval_get_kernel_library().contents
     assert table.abi_version == 1, table.abi_version
+    out = {}
     for i in range(table.num_kernels):
         k = table.kernels[i]
-        if k.name.decode() == name:
-            return lib, k, [k.configs[j] for j in range(k.num_configs)]
-    raise SystemExit("kernel %s not in %s" % (name, path))
+        out[k.name.decode()] = (k, [k.configs[j] for j in range(k.num_configs)])
+    return lib, out
 
 
 # ------------------------------------------------------------ dispatch table
@@ -93,7 +94,7 @@ def table_lookup(table, op, M, N, K):
         if name == "any" or M <= int(name[6:]):
             cfg = TileConfig(c["BLOCK_SIZE_M"], c["BLOCK_SIZE_N"], c["BLOCK_SIZE_K"], c.get("NUM_KSPLIT", 1),
                              c.get("num_stages", 2), c.get("num_warps", 4))
-            return "%s/%s/%s" % (op, key, name), cfg
+            return "%s/%s/%s" % (op, key, name), c.get("kernel", table.get("kernel", "a16wfp4_tc")), cfg
     raise KeyError((op, M))
 
 
@@ -302,8 +303,9 @@ def main():
     ap.add_argument("--out", default="gpu_bench.json")
     args = ap.parse_args()
     torch.manual_seed(0)
-    _, kernel, configs = load_kernel(args.lib, "a16wfp4_tc")
-    ours = Ours(kernel)
+    _lib, kernels = load_kernels(args.lib)
+    ours_by_name = {name: Ours(k) for name, (k, _) in kernels.items()}
+    sweep = [(name, c) for name in ("a16wfp4_tc", "a16wfp4_tc_panel") if name in kernels for c in kernels[name][1]]
     table = json.load(open(args.table))
     if args.only_mxval:
         gen = torch.Generator(device="cuda")
@@ -313,8 +315,8 @@ def main():
                 continue
             for M in [int(m) for m in args.ms.split(",")]:
                 p = Problem(op, B, M, N, K, strided, bmaj, gen)
-                entry, cfg = table_lookup(table, op, M, N, K)
-                ours.call(p, cfg)()
+                entry, kname, cfg = table_lookup(table, op, M, N, K)
+                ours_by_name[kname].call(p, cfg)()
                 torch.cuda.synchronize()
                 print("ran", preset, op, M, cfg)
         return
@@ -335,8 +337,9 @@ def main():
             one = Problem(op, B, M, N, K, strided, bmaj, gen)
             nsets = max(1, min(8, math.ceil(3 * 60e6 / one.min_bytes())))
             probs = [one] + [Problem(op, B, M, N, K, strided, bmaj, gen) for _ in range(nsets - 1)]
-            entry, cfg = table_lookup(table, op, M, N, K)
-            row = {"shape": preset + "/" + op, "B": B, "M": M, "N": N, "K": K, "entry": entry, "config": str(cfg),
+            entry, kname, cfg = table_lookup(table, op, M, N, K)
+            ours = ours_by_name[kname]
+            row = {"shape": preset + "/" + op, "B": B, "M": M, "N": N, "K": K, "entry": entry, "kernel": kname, "config": str(cfg),
                    "flops": 2.0 * B * M * N * K, "bytes": one.min_bytes(), "sets": nsets}
             row["floor_us"] = max(row["flops"] / rate, row["bytes"] / bw) * 1e6
             # correctness of all three on the first set vs an fp32 torch reference
@@ -360,14 +363,16 @@ def main():
                 row["dot_scaled_error"] = repr(e)[:300]
             if not args.no_sweep:
                 best = None
-                for c in configs:
+                for kn, c in sweep:
+                    if kn.endswith("panel") and M < 256:
+                        continue
                     for ks in (1, 2, 4) if M <= 64 else (1,):
                         cc = TileConfig(c.block_m, c.block_n, c.block_k, ks, c.num_stages, c.num_warps)
-                        if not ours.can(one, cc):
+                        if not ours_by_name[kn].can(one, cc):
                             continue
-                        t = time_calls([ours.call(p, cc) for p in probs], True, reps=10)["median"]
+                        t = time_calls([ours_by_name[kn].call(p, cc) for p in probs], True, reps=10)["median"]
                         if best is None or t < best[0]:
-                            best = (t, str(cc))
+                            best = (t, ("P:" if kn.endswith("panel") else "") + str(cc))
                 row["mxval_best"] = {"median": best[0], "config": best[1]}
             peers = [row["cublas"]["median"]] + ([row["dot_scaled"]["median"]] if "dot_scaled" in row else [])
             row["vs_best_peer"] = min(peers) / row["mxval"]["median"]
@@ -376,7 +381,7 @@ def main():
             ds = row.get("dot_scaled", {"median": float("nan")})
             dse = row.get("dot_scaled_eager", {"median": float("nan")})
             print("%-13s %6d | %-22s %8.1f %8.1f | %8.1f %8.1f | %8.1f %8.1f | %7.1f | %6.2f %6.2f | %s" % (
-                row["shape"], M, str(cfg)[:22], row["mxval"]["median"], row["mxval_eager"]["median"],
+                row["shape"], M, (("P:" if kname.endswith("panel") else "") + str(cfg))[:22], row["mxval"]["median"], row["mxval_eager"]["median"],
                 row["cublas"]["median"], row["cublas_eager"]["median"], ds["median"], dse["median"], row["floor_us"],
                 row["vs_best_peer"], row["vs_floor"],
                 ("%.1f %s" % (row["mxval_best"]["median"], row["mxval_best"]["config"])) if "mxval_best" in row else ""))

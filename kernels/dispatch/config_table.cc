@@ -18,6 +18,10 @@ absl::StatusOr<ConfigTable> ConfigTable::FromJson(const nlohmann::json& j) {
     if (!j["arch"].is_string()) return absl::InvalidArgumentError("config table: 'arch' must be a string");
     t.arch_ = j["arch"].get<std::string>();
   }
+  if (j.contains("kernel")) {
+    if (!j["kernel"].is_string()) return absl::InvalidArgumentError("config table: 'kernel' must be a string");
+    t.kernel_ = j["kernel"].get<std::string>();
+  }
   if (!j.contains("ops") || !j["ops"].is_object() || j["ops"].empty()) {
     return absl::InvalidArgumentError("config table: needs a non-empty 'ops' object");
   }
@@ -45,6 +49,13 @@ absl::StatusOr<ConfigTable> ConfigTable::FromJson(const nlohmann::json& j) {
               absl::StrCat("config table: ", where, ": bucket '", b.key(), "' is not 'M_LEQ_<positive int>' or 'any'"));
         }
         MXVAL_ASSIGN_OR_RETURN(bk.config, TileConfigFromJson(b.value(), absl::StrCat(where, "/", b.key())));
+        bk.kernel = t.kernel_;
+        if (b.value().contains("kernel")) {
+          if (!b.value()["kernel"].is_string() || b.value()["kernel"].get<std::string>().empty()) {
+            return absl::InvalidArgumentError(absl::StrCat("config table: ", where, "/", b.key(), ": 'kernel' must be a non-empty string"));
+          }
+          bk.kernel = b.value()["kernel"].get<std::string>();
+        }
         for (const Bucket& o : buckets) {
           if (o.m_leq == bk.m_leq) {
             return absl::InvalidArgumentError(absl::StrCat("config table: ", where, ": buckets '", o.name, "' and '",
@@ -86,7 +97,7 @@ absl::StatusOr<DispatchEntry> ConfigTable::Lookup(const std::string& op, int64_t
     return absl::NotFoundError(absl::StrCat("config table op '", op, "' has neither 'N=", N, ",K=", K, "' nor 'default'"));
   }
   for (const Bucket& b : s->second) {
-    if (M <= b.m_leq) return DispatchEntry{absl::StrCat(op, "/", key, "/", b.name), b.config};
+    if (M <= b.m_leq) return DispatchEntry{absl::StrCat(op, "/", key, "/", b.name), b.kernel, b.config};
   }
   return absl::NotFoundError(absl::StrCat("config table ", op, "/", key, " has no bucket for M=", M, " (add 'any')"));
 }
@@ -95,7 +106,7 @@ std::vector<DispatchEntry> ConfigTable::AllEntries() const {
   std::vector<DispatchEntry> out;
   for (const auto& [op, shapes] : ops_)
     for (const auto& [key, buckets] : shapes)
-      for (const Bucket& b : buckets) out.push_back({absl::StrCat(op, "/", key, "/", b.name), b.config});
+      for (const Bucket& b : buckets) out.push_back({absl::StrCat(op, "/", key, "/", b.name), b.kernel, b.config});
   return out;
 }
 

@@ -16,6 +16,8 @@
 //     "vup": {...}
 //   }
 // }
+// A bucket may name the kernel that runs it ("kernel": "a16wfp4_tc_panel");
+// otherwise the table's top-level "kernel" does.
 //
 // A pull request that retunes a table is exactly the "candidate vs baseline"
 // a validation job compares; the entry a shape selects is reported by name
@@ -34,7 +36,8 @@
 namespace mxval {
 
 struct DispatchEntry {
-  std::string name;  // "op/shape-key/bucket"
+  std::string name;    // "op/shape-key/bucket"
+  std::string kernel;  // kernel to run: the bucket's "kernel", else the table's
   TileConfig config;
 };
 
@@ -58,9 +61,10 @@ class ConfigTable {
   struct Bucket {
     int64_t m_leq;  // INT64_MAX for "any"
     std::string name;
+    std::string kernel;
     TileConfig config;
   };
-  std::string arch_;
+  std::string arch_, kernel_;
   // op -> shape key -> buckets sorted by m_leq
   std::map<std::string, std::map<std::string, std::vector<Bucket>>> ops_;
 };

@@ -7,12 +7,13 @@ namespace {
 
 constexpr char kTable[] = R"({
   "arch": "test",
+  "kernel": "k_default",
   "ops": {
     "kup": {
       "N=512,K=192": {
         "M_LEQ_16": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64},
         "any": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "NUM_KSPLIT": 1,
-                "GROUP_SIZE_M": 1, "waves_per_eu": 2}
+                "GROUP_SIZE_M": 1, "waves_per_eu": 2, "kernel": "k_panel"}
       },
       "default": {
         "M_LEQ_256": {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128},
@@ -34,6 +35,8 @@ TEST(ConfigTable, LooksUpShapeSpecificBucketsInOrder) {
   e = t->Lookup("kup", 17, 512, 192);
   EXPECT_EQ(e->name, "kup/N=512,K=192/any");
   EXPECT_EQ(e->config.block_m, 128);
+  EXPECT_EQ(e->kernel, "k_panel");  // the bucket's own kernel
+  EXPECT_EQ(t->Lookup("kup", 1, 512, 192)->kernel, "k_default");
   // Falls back to "default"; buckets sorted regardless of file order.
   e = t->Lookup("kup", 5, 512, 128);
   EXPECT_EQ(e->name, "kup/default/M_LEQ_8");

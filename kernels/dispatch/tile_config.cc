@@ -26,8 +26,9 @@ absl::StatusOr<TileConfig> TileConfigFromJson(const nlohmann::json& j, const std
   } fields[] = {{"BLOCK_SIZE_M", &c.block_m, true}, {"BLOCK_SIZE_N", &c.block_n, true},
                 {"BLOCK_SIZE_K", &c.block_k, true}, {"NUM_KSPLIT", &c.ksplit, false},
                 {"num_stages", &c.num_stages, false}, {"num_warps", &c.num_warps, false}};
+  // "kernel" is read by ConfigTable (which kernel of the library runs the bucket).
   static const char* kIgnored[] = {"GROUP_SIZE_M", "waves_per_eu", "matrix_instr_nonkdim", "cache_modifier", "kpack",
-                                   "SPLITK_BLOCK_SIZE"};
+                                   "SPLITK_BLOCK_SIZE", "kernel"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool known = false;
     for (const Field& f : fields) known |= it.key() == f.key;

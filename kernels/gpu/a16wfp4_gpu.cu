@@ -73,7 +73,7 @@ struct WarpMma {
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
   }
-  __device__ void Step(const uint16_t* xs, const uint16_t* wd, int wm0, int wn0, int lane) {
+  __device__ void Step(const uint16_t* xs, const uint16_t* wd, int wm0, int wn0, int lane, int ldw = LDW) {
 #pragma unroll
     for (int ks = 0; ks < BK / 16; ++ks) {
       uint32_t a[MI][4];
@@ -83,7 +83,7 @@ struct WarpMma {
 #pragma unroll
       for (int j = 0; j < NI / 2; ++j) {
         uint32_t r[4];
-        Ldmatrix4(r, wd + (wn0 + j * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDW + ks * 16 + ((lane >> 3) & 1) * 8);
+        Ldmatrix4(r, wd + (wn0 + j * 16 + (lane & 7) + ((lane >> 4) << 3)) * ldw + ks * 16 + ((lane >> 3) & 1) * 8);
         b[2 * j][0] = r[0];
         b[2 * j][1] = r[1];
         b[2 * j + 1][0] = r[2];
@@ -123,13 +123,13 @@ struct WarpMma {
     for (int i = 0; i < MI; ++i)
       for (int j = 0; j < NI; ++j) acc[i][j] = floatx4_t{0, 0, 0, 0};
   }
-  __device__ void Step(const uint16_t* xs, const uint16_t* wd, int wm0, int wn0, int lane) {
+  __device__ void Step(const uint16_t* xs, const uint16_t* wd, int wm0, int wn0, int lane, int ldw = LDW) {
     for (int ks = 0; ks < BK / 16; ++ks) {
       bf16x4_t a[MI], b[NI];
       for (int i = 0; i < MI; ++i)
         a[i] = *reinterpret_cast<const bf16x4_t*>(xs + (wm0 + i * 16 + (lane & 15)) * LDX + ks * 16 + (lane >> 4) * 4);
       for (int j = 0; j < NI; ++j)
-        b[j] = *reinterpret_cast<const bf16x4_t*>(wd + (wn0 + j * 16 + (lane & 15)) * LDW + ks * 16 + (lane >> 4) * 4);
+        b[j] = *reinterpret_cast<const bf16x4_t*>(wd + (wn0 + j * 16 + (lane & 15)) * ldw + ks * 16 + (lane >> 4) * 4);
       for (int i = 0; i < MI; ++i)
         for (int j = 0; j < NI; ++j) acc[i][j] = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a[i], b[j], acc[i][j], 0, 0, 0);
     }
@@ -281,6 +281,162 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N* kWarpSize)
   }
 }
 
+
+// ------------------------------------------------------------------------
+// Panel kernel: a CTA owns (batch, N tile, K split, M group). It dequantizes
+// its weight panel for the split's whole K range into shared memory once and
+// reuses it for every M tile of its group (tiles by, by + G, by + 2G, ...),
+// streaming only x tiles through the cp.async pipeline. At large M the
+// dequantization cost, which dominates the per-tile kernel, vanishes.
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
+struct PanelConfig {
+  static constexpr int kThreads = WARPS_M * WARPS_N * kWarpSize;
+  static constexpr int kLdx = BK + 8, kLdo = BN + 8;
+  static constexpr int kWm = BM / WARPS_M, kWn = BN / WARPS_N;
+  static constexpr size_t kXBytes = size_t{STAGES} * BM * kLdx * 2;
+  static constexpr size_t kOutBytes = size_t{BM} * kLdo * 2;
+  // Layout: [x stages | out staging | lut | panel (BN, kp + 8) | slab (BN, kp / 32)].
+  // The packed panel is first staged in the x-stage region, (tiles, BN, BK/2).
+  __host__ __device__ static size_t PackedBytes(int kp) { return size_t{BN} * kp / 2; }
+  __host__ __device__ static size_t Smem(int kp) {
+    const size_t xregion = kXBytes > PackedBytes(kp) ? kXBytes : PackedBytes(kp);
+    return xregion + kOutBytes + sizeof(DequantLut) + size_t{BN} * (kp + 8) * 2 + (size_t{BN} * kp / 32 + 15) / 16 * 16;
+  }
+  static_assert(BM % (16 * WARPS_M) == 0 && BN % (16 * WARPS_N) == 0 && BK % 32 == 0 && STAGES >= 2, "tile shape");
+};
+
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
+__global__ void __launch_bounds__(WARPS_M* WARPS_N* kWarpSize, 1) A16wfp4PanelKernel(GemmParams p, int groups) {
+  using C = PanelConfig<BM, BN, BK, WARPS_M, WARPS_N, STAGES>;
+  extern __shared__ uint4 smem_raw[];
+  const TileCoord c0 = CtaCoord(p, blockIdx.x, 0, blockIdx.z, BM, BN);
+  const int nk = c0.kt1 - c0.kt0;
+  const int kp = p.kgroups * 32;  // panel width: max K tiles per split * BK
+  const int ldp = kp + 8;
+  uint8_t* smem = reinterpret_cast<uint8_t*>(smem_raw);
+  const size_t xregion = C::kXBytes > C::PackedBytes(kp) ? C::kXBytes : C::PackedBytes(kp);
+  uint16_t* xs_all = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* out = reinterpret_cast<uint16_t*>(smem + xregion);
+  DequantLut* lut = reinterpret_cast<DequantLut*>(smem + xregion + C::kOutBytes);
+  uint16_t* panel = reinterpret_cast<uint16_t*>(smem + xregion + C::kOutBytes + sizeof(DequantLut));
+  uint8_t* slab = reinterpret_cast<uint8_t*>(panel + size_t{BN} * ldp);
+  const int tid = threadIdx.x, lane = tid % kWarpSize, warp = tid / kWarpSize;
+  const int wm0 = (warp / WARPS_N) * C::kWm, wn0 = (warp % WARPS_N) * C::kWn;
+
+  // 1. Stage the packed panel (tile-major), the scales and the table; dequantize once.
+  uint8_t* packed = smem;
+  for (int i = tid; i < nk * BN * (BK / 32); i += C::kThreads) {
+    const int t = i / (BN * (BK / 32)), rem = i % (BN * (BK / 32));
+    const int r = rem / (BK / 32), q = rem % (BK / 32);
+    const int64_t n = c0.n0 + r, k = static_cast<int64_t>(c0.kt0 + t) * BK + q * 32;
+    const bool ok = n < p.N && k < p.K;
+#if defined(MXVAL_NVIDIA)
+    CpAsync16(packed + (static_cast<size_t>(t) * BN + r) * (BK / 2) + q * 16, ok ? p.wp + c0.b * p.wp_sb + n * p.wp_sn + k / 2 : p.wp,
+              ok ? 16 : 0);
+#else
+    for (int e = 0; e < 16; ++e) packed[(static_cast<size_t>(t) * BN + r) * (BK / 2) + q * 16 + e] = ok ? p.wp[c0.b * p.wp_sb + n * p.wp_sn + k / 2 + e] : 0;
+#endif
+  }
+#if defined(MXVAL_NVIDIA)
+  CpAsyncCommit();
+#endif
+  const int64_t g0 = static_cast<int64_t>(c0.kt0) * BK / 32;
+  for (int i = tid; i < BN * p.kgroups; i += C::kThreads) {
+    const int r = i / p.kgroups;
+    const int64_t n = c0.n0 + r, g = g0 + i % p.kgroups;
+    slab[i] = (n < p.N && g < p.K / 32) ? p.ws[c0.b * p.ws_sb + n * p.ws_sn + g] : uint8_t{127};
+  }
+  BuildDequantLut(lut, tid, C::kThreads);
+#if defined(MXVAL_NVIDIA)
+  CpAsyncWait<0>();
+#endif
+  __syncthreads();
+  for (int t = 0; t < nk; ++t) {
+    DequantWTile<BN, BK>(p, c0, static_cast<int64_t>(c0.kt0 + t) * BK, packed + static_cast<size_t>(t) * BN * (BK / 2),
+                         panel + t * BK, ldp, tid, C::kThreads, slab, p.kgroups, g0, lut);
+  }
+  __syncthreads();  // the panel is ready; the x stages (which held the packed panel) are free
+
+  // 2. Stream x tiles for every (M tile of this group, K tile).
+  const int64_t mtiles = (p.M + BM - 1) / BM;
+  const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
+  const int steps = my_tiles * nk;
+  auto issue = [&](int st, int step) {
+    const int64_t m0 = (blockIdx.y + static_cast<int64_t>(step / nk) * groups) * BM;
+    const int64_t k0 = static_cast<int64_t>(c0.kt0 + step % nk) * BK;
+#if defined(MXVAL_NVIDIA)
+    uint16_t* xs = xs_all + st * BM * C::kLdx;
+    for (int i = tid; i < BM * (BK / 8); i += C::kThreads) {
+      const int r = i / (BK / 8), q = i % (BK / 8);
+      const int64_t m = m0 + r, k = k0 + q * 8;
+      const bool ok = m < p.M && k < p.K;
+      CpAsync16(xs + r * C::kLdx + q * 8, ok ? p.x + c0.b * p.x_sb + m * p.x_sm + k : p.x, ok ? 16 : 0);
+    }
+#else
+    TileCoord cm = c0;
+    cm.m0 = m0;
+    LoadXTileGeneric<BM, BK, C::kLdx>(p, cm, k0, xs_all + st * BM * C::kLdx, tid, C::kThreads);
+#endif
+  };
+  WarpMma<C::kWm, C::kWn, BK, C::kLdx, C::kLdx> mma;
+  mma.Zero();
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < steps) issue(s, s);
+#if defined(MXVAL_NVIDIA)
+    CpAsyncCommit();
+#endif
+  }
+  const bool vec_ok = (p.N % 8 == 0) && (p.y_sm % 8 == 0) && (p.y_sb % 8 == 0) &&
+                      (reinterpret_cast<uintptr_t>(p.y) % 16 == 0);
+  for (int step = 0; step < steps; ++step) {
+    const int st = step % STAGES, j = step % nk;
+#if defined(MXVAL_NVIDIA)
+    CpAsyncWait<STAGES - 2>();
+#endif
+    __syncthreads();
+    if (step + STAGES - 1 < steps) issue((step + STAGES - 1) % STAGES, step + STAGES - 1);
+#if defined(MXVAL_NVIDIA)
+    CpAsyncCommit();
+#endif
+    uint16_t* xs = xs_all + st * BM * C::kLdx;
+    if (p.act_mxfp4) {
+      FakeQuantXTile<BM, BK, C::kLdx>(xs, tid, C::kThreads);
+      __syncthreads();
+    }
+    mma.Step(xs, panel + j * BK, wm0, wn0, lane, ldp);
+    if (j != nk - 1) continue;
+    // Epilogue for this M tile.
+    TileCoord cm = c0;
+    cm.m0 = (blockIdx.y + static_cast<int64_t>(step / nk) * groups) * BM;
+    if (p.ksplit > 1) {
+      mma.ForEachPair(wm0, wn0, lane, [&](int r, int col, float v0, float v1, int single = 0) {
+        StoreOutput(p, cm, cm.m0 + r, cm.n0 + col, v0);
+        if (!single) StoreOutput(p, cm, cm.m0 + r, cm.n0 + col + 1, v1);
+      });
+    } else {
+      mma.ForEachPair(wm0, wn0, lane, [&](int r, int col, float v0, float v1, int single = 0) {
+        out[r * C::kLdo + col] = mxfp4::FloatToBf16Bits(v0);
+        if (!single) out[r * C::kLdo + col + 1] = mxfp4::FloatToBf16Bits(v1);
+      });
+      __syncthreads();
+      for (int i = tid; i < BM * (BN / 8); i += C::kThreads) {
+        const int r = i / (BN / 8), q = i % (BN / 8);
+        const int64_t m = cm.m0 + r, n = cm.n0 + q * 8;
+        if (m >= p.M || n >= p.N) continue;
+        uint16_t* dst = p.y + cm.b * p.y_sb + m * p.y_sm + n;
+        const uint16_t* src = out + r * C::kLdo + q * 8;
+        if (vec_ok) {
+          *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+        } else {
+          for (int e = 0; e < 8 && n + e < p.N; ++e) dst[e] = src[e];
+        }
+      }
+      // `out` is rewritten only after the next tile's K loop, past a barrier.
+    }
+    mma.Zero();
+  }
+}
+
 // ------------------------------------------------------------------------
 // SIMT fallback: any strides, any arch.
 __global__ void __launch_bounds__(SimtDefault::kThreads) A16wfp4SimtKernel(GemmParams p) {
@@ -427,7 +583,103 @@ const TcEntry* FindTc(const mxval_tile_config* c) {
   return nullptr;
 }
 
+// Panel-kernel instantiations: (BM, BN, BK, WARPS_M, WARPS_N, STAGES).
+#define MXVAL_PANEL_CONFIGS(X) \
+  X(128, 128, 64, 2, 4, 3)     \
+  X(128, 64, 64, 2, 2, 3)      \
+  X(64, 128, 64, 2, 4, 3)      \
+  X(128, 64, 128, 2, 2, 2)
+
+struct PanelEntry {
+  mxval_tile_config config;
+  size_t (*smem)(int kp);
+  void (*kernel)(GemmParams, int);
+};
+#define MXVAL_PANEL_ENTRY(BM, BN, BK, WMW, WNW, ST)                                         \
+  {{BM, BN, BK, 1, ST, WMW * WNW}, PanelConfig<BM, BN, BK, WMW, WNW, ST>::Smem, \
+   A16wfp4PanelKernel<BM, BN, BK, WMW, WNW, ST>},
+const PanelEntry kPanelEntries[] = {MXVAL_PANEL_CONFIGS(MXVAL_PANEL_ENTRY)};
+constexpr int kNumPanel = sizeof(kPanelEntries) / sizeof(kPanelEntries[0]);
+
+const PanelEntry* FindPanel(const mxval_tile_config* c) {
+  for (const PanelEntry& e : kPanelEntries) {
+    if (e.config.block_m == c->block_m && e.config.block_n == c->block_n && e.config.block_k == c->block_k &&
+        e.config.num_stages == c->num_stages && e.config.num_warps == c->num_warps) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+int OptinSmem() {
+  int dev = 0, optin = 0;
+  gpuGetDevice(&dev);
+  gpuDeviceGetAttribute(&optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  return optin;
+}
+
 }  // namespace
+
+const mxval_tile_config* PanelConfigs(int32_t* n) {
+  static mxval_tile_config configs[kNumPanel];
+  for (int i = 0; i < kNumPanel; ++i) configs[i] = kPanelEntries[i].config;
+  *n = kNumPanel;
+  return configs;
+}
+
+int32_t PanelCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = CheckCommon(a, err, len)) return r;
+  if (c == nullptr) return SetErr(err, len, "config is null"), 1;
+  const PanelEntry* e = FindPanel(c);
+  if (e == nullptr) {
+    return SetErr(err, len, "this config is not compiled into a16wfp4_tc_panel; see the kernel's config list"), 1;
+  }
+  if (int32_t r = CheckSplit(a, c, err, len)) return r;
+#if defined(MXVAL_NVIDIA)
+  if (a->x_stride_k != 1 || reinterpret_cast<uintptr_t>(a->x) % 16 || a->x_stride_m % 8 || a->x_stride_b % 8) {
+    return SetErr(err, len, "a16wfp4_tc_panel needs unit-stride, 16-byte aligned x rows"), 1;
+  }
+  if (reinterpret_cast<uintptr_t>(a->w_packed) % 16 || a->w_packed_stride_n % 16 || a->w_packed_stride_b % 16) {
+    return SetErr(err, len, "a16wfp4_tc_panel needs 16-byte aligned w_packed rows"), 1;
+  }
+#endif
+  const GemmParams p = MakeParams(*a, c->block_k, c->ksplit);
+  if (e->smem(p.kgroups * 32) > static_cast<size_t>(OptinSmem())) {
+    return SetErr(err, len, "K per split is too large for a16wfp4_tc_panel's shared-memory weight panel (raise NUM_KSPLIT)"), 1;
+  }
+  return 0;
+}
+
+int32_t PanelRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = PanelCanImplement(a, c, err, len)) return r;
+  const PanelEntry* e = FindPanel(c);
+  const GemmParams p = MakeParams(*a, c->block_k, c->ksplit);
+  const size_t smem = e->smem(p.kgroups * 32);
+  static thread_local size_t raised[kNumPanel] = {};
+  size_t& done = raised[e - kPanelEntries];
+  if (smem > 48 * 1024 && smem > done) {
+    const gpuError_t se = gpuFuncSetAttribute(e->kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (se != gpuSuccess) return SetErr(err, len, gpuGetErrorString(se)), 1;
+    done = smem;
+  }
+  // M groups: enough CTAs for about one wave (one CTA per SM fits), each
+  // reusing its dequantized panel across as many M tiles as possible.
+  int dev = 0, sms = 132;
+  gpuGetDevice(&dev);
+  gpuDeviceGetAttribute(&sms, gpuDevAttrMultiProcessorCount, dev);
+  const int64_t ntiles = (a->N + c->block_n - 1) / c->block_n;
+  const int64_t mtiles = (a->M + c->block_m - 1) / c->block_m;
+  const int64_t outer = ntiles * a->B * c->ksplit;
+  int64_t groups = (sms + outer - 1) / outer;
+  if (groups > mtiles) groups = mtiles;
+  if (groups < 1) groups = 1;
+  if (groups > 65535) groups = 65535;
+  const dim3 grid(static_cast<unsigned>(ntiles), static_cast<unsigned>(groups), static_cast<unsigned>(a->B * c->ksplit));
+  e->kernel<<<grid, c->num_warps * kWarpSize, smem, static_cast<gpuStream_t>(a->stream)>>>(p, static_cast<int>(groups));
+  const gpuError_t le = gpuGetLastError();
+  if (le != gpuSuccess) return SetErr(err, len, gpuGetErrorString(le)), 1;
+  return LaunchReduce(a, p, err, len);
+}
 
 // Exposed configs (ksplit = 1 listed; any NUM_KSPLIT up to the K tiles runs).
 const mxval_tile_config* TcConfigs(int32_t* n) {

@@ -14,6 +14,12 @@ const mxval_tile_config* TcConfigs(int32_t* n);
 int32_t TcCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 int32_t TcRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 
+// Panel kernel ("a16wfp4_tc_panel"): dequantized weight panel kept in smem
+// and reused across many M tiles per CTA (large M).
+const mxval_tile_config* PanelConfigs(int32_t* n);
+int32_t PanelCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+int32_t PanelRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+
 // Portable SIMT fallback ("a16wfp4_simt"): any strides.
 const mxval_tile_config* SimtConfigs(int32_t* n);
 int32_t SimtCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);

@@ -117,9 +117,9 @@ struct alignas(16) U32x4 {
 // tile already in smem as (BN, BK/2) bytes, or null to read global memory.
 // `slab` holds the CTA's scale bytes in smem as (BN, slab_ld) starting at
 // group slab_g0, or null to read them from global memory.
-template <int BN, int BK, int LDW>
+template <int BN, int BK>
 MXVAL_HD void DequantWTile(const GemmParams& p, const TileCoord& c, int64_t k0, const uint8_t* staged, uint16_t* wd,
-                           int tid, int nthreads, const uint8_t* slab = nullptr, int slab_ld = 0,
+                           int ldw, int tid, int nthreads, const uint8_t* slab = nullptr, int slab_ld = 0,
                            int64_t slab_g0 = 0, const DequantLut* lut = nullptr) {
   for (int i = tid; i < BN * (BK / 8); i += nthreads) {
     const int r = i / (BK / 8), q = i % (BK / 8);
@@ -165,9 +165,17 @@ MXVAL_HD void DequantWTile(const GemmParams& p, const TileCoord& c, int64_t k0, 
         packed.v[j] = lo | (hi << 16);
       }
     }
-    *reinterpret_cast<U32x4*>(wd + r * LDW + q * 8) = packed;  // one 16-byte store
+    *reinterpret_cast<U32x4*>(wd + r * ldw + q * 8) = packed;  // one 16-byte store
 
   }
+}
+
+// Same with the row stride of wd as a template parameter.
+template <int BN, int BK, int LDW>
+MXVAL_HD void DequantWTile(const GemmParams& p, const TileCoord& c, int64_t k0, const uint8_t* staged, uint16_t* wd,
+                           int tid, int nthreads, const uint8_t* slab = nullptr, int slab_ld = 0,
+                           int64_t slab_g0 = 0, const DequantLut* lut = nullptr) {
+  DequantWTile<BN, BK>(p, c, k0, staged, wd, LDW, tid, nthreads, slab, slab_ld, slab_g0, lut);
 }
 
 // Stores one output element: bf16 into y, or fp32 into the split-K partial.

@@ -22,6 +22,7 @@
 #define gpuGetDevice hipGetDevice
 #define gpuDeviceGetAttribute hipDeviceGetAttribute
 #define gpuDevAttrMaxSharedMemoryPerBlockOptin hipDeviceAttributeSharedMemPerBlockOptin
+#define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #elif defined(__CUDACC__)
 #include <cuda_runtime.h>
 #define MXVAL_NVIDIA 1
@@ -35,6 +36,7 @@
 #define gpuGetDevice cudaGetDevice
 #define gpuDeviceGetAttribute cudaDeviceGetAttribute
 #define gpuDevAttrMaxSharedMemoryPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
 #endif
 
 #endif  // MXVAL_KERNELS_GPU_GPU_COMPAT_H_
