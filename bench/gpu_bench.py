@@ -377,6 +377,10 @@ def main():
             peers = [row["cublas"]["median"]] + ([row["dot_scaled"]["median"]] if "dot_scaled" in row else [])
             row["vs_best_peer"] = min(peers) / row["mxval"]["median"]
             row["vs_floor"] = row["mxval"]["median"] / row["floor_us"]
+            t = row["mxval"]["median"] * 1e-6
+            row["mxval_tflops"] = row["flops"] / t / 1e12
+            row["mxval_gbps"] = row["bytes"] / t / 1e9
+            row["mxval_roofline_fraction"] = row["floor_us"] / row["mxval"]["median"]
             results["rows"].append(row)
             ds = row.get("dot_scaled", {"median": float("nan")})
             dse = row.get("dot_scaled_eager", {"median": float("nan")})

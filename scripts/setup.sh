@@ -12,6 +12,7 @@ PACKAGES=(
   libbenchmark-dev       # Google Benchmark (bench/)
   libopenblas-dev        # the cblas_sgemm peer in bench/
   python3-numpy          # cross-checks .npy files written by mxval in tests
+  hipcc                  # compile check of the HIP kernels for gfx90a / gfx940 (no AMD GPU here)
 )
 
 missing=()

@@ -611,10 +611,11 @@ const PanelEntry* FindPanel(const mxval_tile_config* c) {
   return nullptr;
 }
 
+// The device's opt-in shared memory per block, or 0 if it cannot be queried.
 int OptinSmem() {
   int dev = 0, optin = 0;
-  gpuGetDevice(&dev);
-  gpuDeviceGetAttribute(&optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (gpuGetDevice(&dev) != gpuSuccess) return 0;
+  if (gpuDeviceGetAttribute(&optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, dev) != gpuSuccess) return 0;
   return optin;
 }
 
@@ -664,9 +665,11 @@ int32_t PanelRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err
   }
   // M groups: enough CTAs for about one wave (one CTA per SM fits), each
   // reusing its dequantized panel across as many M tiles as possible.
-  int dev = 0, sms = 132;
-  gpuGetDevice(&dev);
-  gpuDeviceGetAttribute(&sms, gpuDevAttrMultiProcessorCount, dev);
+  int dev = 0, sms = 0;
+  if (gpuGetDevice(&dev) != gpuSuccess || gpuDeviceGetAttribute(&sms, gpuDevAttrMultiProcessorCount, dev) != gpuSuccess ||
+      sms <= 0) {
+    return SetErr(err, len, "cannot query the device's multiprocessor count"), 1;
+  }
   const int64_t ntiles = (a->N + c->block_n - 1) / c->block_n;
   const int64_t mtiles = (a->M + c->block_m - 1) / c->block_m;
   const int64_t outer = ntiles * a->B * c->ksplit;
@@ -725,10 +728,7 @@ int32_t TcRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, s
   static thread_local size_t raised[kNumTc] = {};
   size_t& done = raised[e - kTcEntries];
   if (smem > 48 * 1024 && smem > done) {
-    int dev = 0, optin = 0;
-    gpuGetDevice(&dev);
-    gpuDeviceGetAttribute(&optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (smem > static_cast<size_t>(optin)) {
+    if (smem > static_cast<size_t>(OptinSmem())) {
       return SetErr(err, len, "K is too large for this config's shared-memory scale slab (use a16wfp4_simt)"), 1;
     }
     const gpuError_t se = gpuFuncSetAttribute(e->kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));

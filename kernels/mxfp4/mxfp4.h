@@ -19,7 +19,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__HIPCC__)
+#include <hip/hip_runtime.h>  // __host__, __device__, __forceinline__
+#define MXVAL_HD __host__ __device__ __forceinline__
+#elif defined(__CUDACC__)
 #define MXVAL_HD __host__ __device__ __forceinline__
 #else
 #define MXVAL_HD inline
