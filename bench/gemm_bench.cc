@@ -48,12 +48,7 @@ const Problem& GetProblem(const std::string& preset, int op_index, int64_t M) {
   if (it != cache->end()) return it->second;
   cache->clear();
   const OpShape op = (*ShapePreset(preset))[op_index];
-  CaseSpec spec;
-  spec.op = op.op;
-  spec.shape = {op.B, M, op.N, op.K};
-  spec.layout = op.layout;
-  spec.strided_x = op.strided_x;
-  spec.x_pitch_extra = op.x_pitch_extra;
+  CaseSpec spec = SpecForShape(op, M);
   spec.guard_rows = 0;
   auto d = CaseData::Build(spec);
   return cache->emplace(key, Problem{op, std::move(*d)}).first->second;

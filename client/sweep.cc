@@ -30,13 +30,8 @@ std::vector<SweepRow> RunSweep(const SweepOptions& o, const std::function<void(c
       }
       if (row.status.ok()) row.status = cpu::CanImplement({shape.B, M, shape.N, shape.K}, row.config);
       if (row.status.ok()) {
-        CaseSpec spec;
-        spec.op = shape.op;
-        spec.shape = {shape.B, M, shape.N, shape.K};
+        CaseSpec spec = SpecForShape(shape, M);
         spec.activations = o.activations;
-        spec.layout = shape.layout;
-        spec.strided_x = shape.strided_x;
-        spec.x_pitch_extra = shape.x_pitch_extra;
         spec.x_gen = o.x_gen;
         spec.w_gen = o.w_gen;
         spec.w_rule = o.w_rule;

@@ -9,8 +9,19 @@
 #include "common/status_macros.h"
 #include "kernels/mxfp4/quantize.h"
 #include "reference/reference_gemm.h"
+#include "validation/presets.h"
 
 namespace mxval {
+
+CaseSpec SpecForShape(const OpShape& shape, int64_t M) {
+  CaseSpec spec;
+  spec.op = shape.op;
+  spec.shape = {shape.B, M, shape.N, shape.K};
+  spec.layout = shape.layout;
+  spec.strided_x = shape.strided_x;
+  spec.x_pitch_extra = shape.x_pitch_extra;
+  return spec;
+}
 
 absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes) {
   MXVAL_RETURN_IF_ERROR(ValidateShape(spec.shape));

@@ -45,6 +45,10 @@ struct CaseSpec {
   std::shared_ptr<const std::vector<uint8_t>> w_packed_file, w_scales_file;
 };
 
+struct OpShape;
+// The case for one preset/custom shape at M (generators and seed defaulted).
+CaseSpec SpecForShape(const OpShape& shape, int64_t M);
+
 // Buffers for one case. Owns everything; views point inside.
 struct CaseData {
   CaseSpec spec;

@@ -82,24 +82,25 @@ TileConfig FromAbi(const mxval_tile_config& c) {
   return TileConfig{c.block_m, c.block_n, c.block_k, c.ksplit, c.num_stages, c.num_warps};
 }
 
-absl::Status CanImplement(const mxval_kernel& k, const mxval_gemm_args& args, const TileConfig& config) {
+namespace {
+using EntryPoint = int32_t (*)(const mxval_gemm_args*, const mxval_tile_config*, char*, size_t);
+absl::Status Call(EntryPoint fn, const mxval_kernel& k, const mxval_gemm_args& args, const TileConfig& config) {
   char err[512] = {};
   const mxval_tile_config c = ToAbi(config);
-  if (k.can_implement(&args, &c, err, sizeof(err)) != 0) {
+  if (fn(&args, &c, err, sizeof(err)) != 0) {
     err[sizeof(err) - 1] = '\0';
     return absl::InvalidArgumentError(absl::StrCat(k.name, " ", config.ToString(), ": ", err));
   }
   return absl::OkStatus();
 }
+}  // namespace
+
+absl::Status CanImplement(const mxval_kernel& k, const mxval_gemm_args& args, const TileConfig& config) {
+  return Call(k.can_implement, k, args, config);
+}
 
 absl::Status Run(const mxval_kernel& k, const mxval_gemm_args& args, const TileConfig& config) {
-  char err[512] = {};
-  const mxval_tile_config c = ToAbi(config);
-  if (k.run(&args, &c, err, sizeof(err)) != 0) {
-    err[sizeof(err) - 1] = '\0';
-    return absl::InvalidArgumentError(absl::StrCat(k.name, " ", config.ToString(), ": ", err));
-  }
-  return absl::OkStatus();
+  return Call(k.run, k, args, config);
 }
 
 }  // namespace mxval

@@ -573,8 +573,10 @@ struct TcEntry {
 const TcEntry kTcEntries[] = {MXVAL_TC_CONFIGS(MXVAL_TC_ENTRY)};
 constexpr int kNumTc = sizeof(kTcEntries) / sizeof(kTcEntries[0]);
 
-const TcEntry* FindTc(const mxval_tile_config* c) {
-  for (const TcEntry& e : kTcEntries) {
+// The compiled entry matching (BM, BN, BK, num_stages, num_warps), or null.
+template <typename Entry, size_t N>
+const Entry* FindEntry(const Entry (&entries)[N], const mxval_tile_config* c) {
+  for (const Entry& e : entries) {
     if (e.config.block_m == c->block_m && e.config.block_n == c->block_n && e.config.block_k == c->block_k &&
         e.config.num_stages == c->num_stages && e.config.num_warps == c->num_warps) {
       return &e;
@@ -582,6 +584,7 @@ const TcEntry* FindTc(const mxval_tile_config* c) {
   }
   return nullptr;
 }
+const TcEntry* FindTc(const mxval_tile_config* c) { return FindEntry(kTcEntries, c); }
 
 // Panel-kernel instantiations: (BM, BN, BK, WARPS_M, WARPS_N, STAGES).
 #define MXVAL_PANEL_CONFIGS(X) \
@@ -601,15 +604,7 @@ struct PanelEntry {
 const PanelEntry kPanelEntries[] = {MXVAL_PANEL_CONFIGS(MXVAL_PANEL_ENTRY)};
 constexpr int kNumPanel = sizeof(kPanelEntries) / sizeof(kPanelEntries[0]);
 
-const PanelEntry* FindPanel(const mxval_tile_config* c) {
-  for (const PanelEntry& e : kPanelEntries) {
-    if (e.config.block_m == c->block_m && e.config.block_n == c->block_n && e.config.block_k == c->block_k &&
-        e.config.num_stages == c->num_stages && e.config.num_warps == c->num_warps) {
-      return &e;
-    }
-  }
-  return nullptr;
-}
+const PanelEntry* FindPanel(const mxval_tile_config* c) { return FindEntry(kPanelEntries, c); }
 
 // The device's opt-in shared memory per block, or 0 if it cannot be queried.
 int OptinSmem() {
@@ -617,6 +612,20 @@ int OptinSmem() {
   if (gpuGetDevice(&dev) != gpuSuccess) return 0;
   if (gpuDeviceGetAttribute(&optin, gpuDevAttrMaxSharedMemoryPerBlockOptin, dev) != gpuSuccess) return 0;
   return optin;
+}
+
+// Raises `kernel`'s dynamic shared-memory limit to `smem` when above the
+// default 48 KiB, once per kernel and size per host thread (`done` caches it).
+template <typename Kernel>
+int32_t RaiseSmem(Kernel kernel, size_t smem, size_t* done, char* err, size_t len) {
+  if (smem <= 48 * 1024 || smem <= *done) return 0;
+  if (smem > static_cast<size_t>(OptinSmem())) {
+    return SetErr(err, len, "config needs more shared memory than the device allows per block"), 1;
+  }
+  const gpuError_t se = gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (se != gpuSuccess) return SetErr(err, len, gpuGetErrorString(se)), 1;
+  *done = smem;
+  return 0;
 }
 
 }  // namespace
@@ -657,12 +666,7 @@ int32_t PanelRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err
   const GemmParams p = MakeParams(*a, c->block_k, c->ksplit);
   const size_t smem = e->smem(p.kgroups * 32);
   static thread_local size_t raised[kNumPanel] = {};
-  size_t& done = raised[e - kPanelEntries];
-  if (smem > 48 * 1024 && smem > done) {
-    const gpuError_t se = gpuFuncSetAttribute(e->kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (se != gpuSuccess) return SetErr(err, len, gpuGetErrorString(se)), 1;
-    done = smem;
-  }
+  if (int32_t r = RaiseSmem(e->kernel, smem, &raised[e - kPanelEntries], err, len)) return r;
   // M groups: enough CTAs for about one wave (one CTA per SM fits), each
   // reusing its dequantized panel across as many M tiles as possible.
   int dev = 0, sms = 0;
@@ -724,17 +728,8 @@ int32_t TcRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, s
   const TcEntry* e = FindTc(c);
   const GemmParams p = MakeParams(*a, c->block_k, c->ksplit);
   const size_t smem = e->smem(p.kgroups);
-  // Raise the dynamic smem limit once per kernel and size (cheap to skip).
   static thread_local size_t raised[kNumTc] = {};
-  size_t& done = raised[e - kTcEntries];
-  if (smem > 48 * 1024 && smem > done) {
-    if (smem > static_cast<size_t>(OptinSmem())) {
-      return SetErr(err, len, "K is too large for this config's shared-memory scale slab (use a16wfp4_simt)"), 1;
-    }
-    const gpuError_t se = gpuFuncSetAttribute(e->kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (se != gpuSuccess) return SetErr(err, len, gpuGetErrorString(se)), 1;
-    done = smem;
-  }
+  if (int32_t r = RaiseSmem(e->kernel, smem, &raised[e - kTcEntries], err, len)) return r;
   const dim3 grid(static_cast<unsigned>((a->N + c->block_n - 1) / c->block_n),
                   static_cast<unsigned>((a->M + c->block_m - 1) / c->block_m),
                   static_cast<unsigned>(a->B * c->ksplit));
