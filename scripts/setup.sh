@@ -13,6 +13,8 @@ PACKAGES=(
   libopenblas-dev        # the cblas_sgemm peer in bench/
   python3-numpy          # cross-checks .npy files written by mxval in tests
   hipcc                  # compile check of the HIP kernels for gfx90a / gfx940 (no AMD GPU here)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # the service API
+  libsqlite3-dev         # the coordinator's durable store
 )
 
 missing=()

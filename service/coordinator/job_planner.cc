@@ -1,0 +1,280 @@
+#include "service/coordinator/job_planner.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/inputs.h"
+#include "kernels/dispatch/config_table.h"
+#include "kernels/mxfp4/quantize.h"
+#include "mxval/default_tables.h"
+#include "validation/presets.h"
+
+namespace mxval {
+namespace coordinator {
+namespace {
+
+absl::Status Bad(const std::string& field, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+const char* OpName(v1::Op op) {
+  switch (op) {
+    case v1::OP_KUP: return "kup";
+    case v1::OP_VUP: return "vup";
+    default: return "custom";
+  }
+}
+
+v1::Op OpFromName(const std::string& s) { return s == "kup" ? v1::OP_KUP : s == "vup" ? v1::OP_VUP : v1::OP_CUSTOM; }
+
+std::string DefaultLibrary(const std::string& arch) {
+  if (arch == "cpu") return "mxval-builtin-cpu";
+  if (arch.rfind("sm_", 0) == 0) return "mxval-builtin-cuda";
+  return "mxval-builtin-hip";
+}
+
+bool IsBuiltin(const std::string& lib) { return lib.rfind("mxval-builtin-", 0) == 0; }
+
+// FNV-1a, 64-bit: stable across runs and builds (std::hash is not).
+std::string StableHash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+std::string ConfigKey(const v1::TileConfig& c) {
+  return absl::StrCat(c.block_m(), ".", c.block_n(), ".", c.block_k(), ".", c.ksplit(), ".", c.num_stages(), ".",
+                      c.num_warps());
+}
+
+v1::TileConfig ToProto(const TileConfig& c) {
+  v1::TileConfig p;
+  p.set_block_m(c.block_m);
+  p.set_block_n(c.block_n);
+  p.set_block_k(c.block_k);
+  p.set_ksplit(c.ksplit);
+  p.set_num_stages(c.num_stages);
+  p.set_num_warps(c.num_warps);
+  return p;
+}
+
+absl::Status CheckKernelRef(const v1::KernelRef& k, const std::string& field, const PlannerOptions& o) {
+  if (k.library().empty()) return absl::OkStatus();  // the arch's built-in library
+  if (!o.known_libraries.count(k.library())) {
+    return Bad(field + ".library", absl::StrCat("unknown kernel library '", k.library(), "'"));
+  }
+  if (!IsBuiltin(k.library()) && k.build_id().empty()) {
+    return Bad(field + ".build_id", absl::StrCat("required for external library '", k.library(), "'"));
+  }
+  return absl::OkStatus();
+}
+
+// Estimated host bytes for one task (x f32 + bf16 with guards, weights,
+// kernel output, reference and comparison copies).
+int64_t TaskBytes(const v1::Shape& s, int64_t M) {
+  const double pitch = static_cast<double>(s.k() + (s.strided_x() ? s.x_pitch_extra() : 0));
+  const double bytes = s.b() * (M + 3) * pitch * 6.0 + s.b() * s.n() * (s.k() / 2.0 + s.k() / 32.0 + 18) +
+                       static_cast<double>(s.b()) * M * s.n() * 14.0;
+  return bytes > 9e18 ? INT64_MAX : static_cast<int64_t>(bytes);
+}
+
+}  // namespace
+
+PlannerOptions PlannerOptions::WithBuiltinTables() {
+  PlannerOptions o;
+  o.default_tables["cpu"] = kDefaultCpuTableJson;
+  o.default_tables["sm_90a"] = kDefaultSm90aTableJson;
+  return o;
+}
+
+absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o) {
+  // Shapes: explicit ones, then presets.
+  std::vector<v1::Shape> shapes;
+  for (int i = 0; i < spec.shapes_size(); ++i) {
+    const v1::Shape& s = spec.shapes(i);
+    const std::string f = absl::StrCat("spec.shapes[", i, "]");
+    if (s.op() == v1::OP_UNSPECIFIED || !v1::Op_IsValid(s.op())) return Bad(f + ".op", "must be OP_KUP, OP_VUP or OP_CUSTOM");
+    if (s.b() < 1 || s.b() > 65535) return Bad(f + ".b", absl::StrCat(s.b(), " is not in [1, 65535]"));
+    if (s.n() < 1 || s.n() > (1 << 20)) return Bad(f + ".n", absl::StrCat(s.n(), " is not in [1, 1048576]"));
+    if (s.k() < 32 || s.k() % 32 != 0 || s.k() > (1 << 20)) {
+      return Bad(f + ".k", absl::StrCat(s.k(), " is not a positive multiple of 32 (one E8M0 scale per 32)"));
+    }
+    if (!v1::OutputLayout_IsValid(s.layout())) return Bad(f + ".layout", "unknown layout");
+    if (s.x_pitch_extra() < 0 || s.x_pitch_extra() > (1 << 16)) return Bad(f + ".x_pitch_extra", "must be in [0, 65536]");
+    shapes.push_back(s);
+  }
+  for (int i = 0; i < spec.presets_size(); ++i) {
+    auto preset = ShapePreset(spec.presets(i));
+    if (!preset.ok()) return Bad(absl::StrCat("spec.presets[", i, "]"), std::string(preset.status().message()));
+    for (const OpShape& p : *preset) {
+      v1::Shape s;
+      s.set_op(OpFromName(p.op));
+      s.set_b(p.B);
+      s.set_n(p.N);
+      s.set_k(p.K);
+      s.set_layout(p.layout == OutputLayout::kHeadMajor ? v1::OUTPUT_LAYOUT_HEAD_MAJOR : v1::OUTPUT_LAYOUT_BATCH_MAJOR);
+      s.set_strided_x(p.strided_x);
+      s.set_x_pitch_extra(p.x_pitch_extra);
+      shapes.push_back(s);
+    }
+  }
+  if (shapes.empty()) return Bad("spec.shapes", "empty: give shapes or presets");
+  for (v1::Shape& s : shapes) {
+    if (s.layout() == v1::OUTPUT_LAYOUT_UNSPECIFIED) {
+      s.set_layout(s.op() == v1::OP_VUP ? v1::OUTPUT_LAYOUT_BATCH_MAJOR : v1::OUTPUT_LAYOUT_HEAD_MAJOR);
+    }
+  }
+  if (spec.m_values().empty()) return Bad("spec.m_values", "empty");
+  for (int i = 0; i < spec.m_values_size(); ++i) {
+    if (spec.m_values(i) < 1 || spec.m_values(i) > o.max_m) {
+      return Bad(absl::StrCat("spec.m_values[", i, "]"), absl::StrCat(spec.m_values(i), " is not in [1, ", o.max_m, "]"));
+    }
+  }
+  if (!v1::Activations_IsValid(spec.activations())) return Bad("spec.activations", "unknown value");
+  const v1::Activations acts =
+      spec.activations() == v1::ACTIVATIONS_UNSPECIFIED ? v1::ACTIVATIONS_BF16 : spec.activations();
+
+  // Inputs.
+  v1::InputSpec inputs = spec.inputs();
+  if (inputs.x_generator().empty()) inputs.set_x_generator("normal");
+  if (inputs.w_generator().empty()) inputs.set_w_generator("normal");
+  if (inputs.w_scale_rule().empty()) inputs.set_w_scale_rule("even");
+  if (inputs.seed() == 0) inputs.set_seed(1);
+  if (auto g = ParseGenerator(inputs.x_generator()); !g.ok()) return Bad("spec.inputs.x_generator", std::string(g.status().message()));
+  if (auto g = ParseGenerator(inputs.w_generator()); !g.ok()) return Bad("spec.inputs.w_generator", std::string(g.status().message()));
+  if (auto r = mxfp4::ParseScaleRule(inputs.w_scale_rule()); !r.ok()) {
+    return Bad("spec.inputs.w_scale_rule", std::string(r.status().message()));
+  }
+
+  // Tolerance, repetitions, priority, deadline.
+  v1::Tolerance tol = spec.tolerance();
+  for (auto [name, v] : {std::pair{"atol", tol.atol()}, std::pair{"rtol", tol.rtol()},
+                         std::pair{"max_mismatch_fraction", tol.max_mismatch_fraction()}}) {
+    if (!(v >= 0) || !std::isfinite(v)) return Bad(absl::StrCat("spec.tolerance.", name), "must be finite and >= 0");
+  }
+  if (tol.max_mismatch_fraction() > 1) return Bad("spec.tolerance.max_mismatch_fraction", "must be <= 1");
+  if (!spec.has_tolerance()) {
+    tol.set_atol(1e-5);
+    tol.set_rtol(1.6e-2);
+  }
+  const int reps = spec.repetitions() == 0 ? 10 : spec.repetitions();
+  if (reps < 1 || reps > 1000) return Bad("spec.repetitions", absl::StrCat(spec.repetitions(), " is not in [1, 1000]"));
+  if (spec.priority() < 0 || spec.priority() > 100) return Bad("spec.priority", "must be in [0, 100]");
+  JobPlan plan;
+  plan.priority = spec.priority();
+  if (spec.has_deadline()) {
+    const absl::Duration d = absl::Seconds(spec.deadline().seconds()) + absl::Nanoseconds(spec.deadline().nanos());
+    if (d <= absl::ZeroDuration()) return Bad("spec.deadline", "must be positive");
+    plan.deadline = d;
+  }
+
+  // Kernels and tables.
+  if (absl::Status st = CheckKernelRef(spec.baseline_kernel(), "spec.baseline_kernel", o); !st.ok()) return st;
+  if (absl::Status st = CheckKernelRef(spec.candidate_kernel(), "spec.candidate_kernel", o); !st.ok()) return st;
+  std::optional<ConfigTable> base_table, cand_table;
+  if (!spec.baseline_table().json().empty()) {
+    auto t = ConfigTable::FromJsonText(spec.baseline_table().json());
+    if (!t.ok()) return Bad("spec.baseline_table", std::string(t.status().message()));
+    base_table = std::move(*t);
+  }
+  if (!spec.candidate_table().json().empty()) {
+    auto t = ConfigTable::FromJsonText(spec.candidate_table().json());
+    if (!t.ok()) return Bad("spec.candidate_table", std::string(t.status().message()));
+    cand_table = std::move(*t);
+  }
+  if (spec.has_candidate_override()) {
+    const v1::TileConfig& c = spec.candidate_override();
+    for (auto [name, v] : {std::pair{"block_m", c.block_m()}, std::pair{"block_n", c.block_n()},
+                           std::pair{"block_k", c.block_k()}, std::pair{"ksplit", c.ksplit()}}) {
+      if (v < 1 || v > 4096) return Bad(absl::StrCat("spec.candidate_override.", name), "must be in [1, 4096]");
+    }
+  }
+  std::vector<std::string> archs(spec.target_archs().begin(), spec.target_archs().end());
+  if (archs.empty()) archs = {"cpu"};
+  std::set<std::string> seen_archs;
+  for (size_t i = 0; i < archs.size(); ++i) {
+    const std::string f = absl::StrCat("spec.target_archs[", i, "]");
+    if (!o.known_archs.count(archs[i])) return Bad(f, absl::StrCat("unknown arch '", archs[i], "'"));
+    if (!seen_archs.insert(archs[i]).second) return Bad(f, absl::StrCat("'", archs[i], "' listed twice"));
+  }
+
+  // Expansion.
+  const int64_t total = static_cast<int64_t>(archs.size()) * shapes.size() * spec.m_values_size();
+  if (total > o.max_tasks_per_job) {
+    return absl::ResourceExhaustedError(absl::StrCat("spec: expands to ", total, " tasks, over the limit of ",
+                                                     o.max_tasks_per_job, " per job"));
+  }
+  for (const std::string& arch : archs) {
+    std::optional<ConfigTable> builtin;
+    if (!base_table || !cand_table) {
+      auto it = o.default_tables.find(arch);
+      if (it == o.default_tables.end()) {
+        return Bad(base_table ? "spec.candidate_table" : "spec.baseline_table",
+                   absl::StrCat("no built-in table for arch '", arch, "': pass one"));
+      }
+      auto t = ConfigTable::FromJsonText(it->second);
+      if (!t.ok()) return absl::InternalError(absl::StrCat("built-in table for ", arch, ": ", t.status().message()));
+      builtin = std::move(*t);
+    }
+    const ConfigTable& bt = base_table ? *base_table : *builtin;
+    const ConfigTable& ct = cand_table ? *cand_table : bt;
+    for (size_t si = 0; si < shapes.size(); ++si) {
+      const v1::Shape& s = shapes[si];
+      for (int mi = 0; mi < spec.m_values_size(); ++mi) {
+        const int64_t M = spec.m_values(mi);
+        if (TaskBytes(s, M) > o.max_task_bytes) {
+          return Bad(absl::StrCat("spec.shapes[", si, "] at m_values[", mi, "]"),
+                     absl::StrCat("B=", s.b(), " M=", M, " N=", s.n(), " K=", s.k(), " needs about ",
+                                  TaskBytes(s, M) >> 20, " MiB per task, over the cap of ", o.max_task_bytes >> 20,
+                                  " MiB"));
+        }
+        PlannedTask t;
+        v1::TaskSpec& ts = t.spec;
+        *ts.mutable_shape() = s;
+        ts.set_m(M);
+        ts.set_arch(arch);
+        ts.set_activations(acts);
+        *ts.mutable_inputs() = inputs;
+        *ts.mutable_tolerance() = tol;
+        ts.set_repetitions(reps);
+        auto be = bt.Lookup(OpName(s.op()), M, s.n(), s.k());
+        if (!be.ok()) return Bad("spec.baseline_table", std::string(be.status().message()));
+        v1::KernelRef bk = spec.baseline_kernel();
+        if (bk.library().empty()) bk.set_library(DefaultLibrary(arch));
+        if (bk.kernel().empty()) bk.set_kernel(be->kernel);
+        *ts.mutable_baseline_kernel() = bk;
+        *ts.mutable_baseline_config() = ToProto(be->config);
+        ts.set_baseline_entry(be->name);
+        v1::KernelRef ck = spec.has_candidate_kernel() ? spec.candidate_kernel() : spec.baseline_kernel();
+        if (ck.library().empty()) ck.set_library(DefaultLibrary(arch));
+        if (spec.has_candidate_override()) {
+          if (ck.kernel().empty()) ck.set_kernel(be->kernel);
+          *ts.mutable_candidate_config() = spec.candidate_override();
+          ts.set_candidate_entry("override");
+        } else {
+          auto ce = ct.Lookup(OpName(s.op()), M, s.n(), s.k());
+          if (!ce.ok()) return Bad("spec.candidate_table", std::string(ce.status().message()));
+          if (ck.kernel().empty()) ck.set_kernel(ce->kernel);
+          *ts.mutable_candidate_config() = ToProto(ce->config);
+          ts.set_candidate_entry(ce->name);
+        }
+        *ts.mutable_candidate_kernel() = ck;
+        t.dedup_key = StableHash(absl::StrCat(
+            arch, "|", OpName(s.op()), "|", s.b(), "|", M, "|", s.n(), "|", s.k(), "|", s.layout(), "|", s.strided_x(),
+            "|", s.x_pitch_extra(), "|", acts, "|", inputs.x_generator(), "|", inputs.w_generator(), "|",
+            inputs.w_scale_rule(), "|", inputs.seed(), "|", tol.atol(), "|", tol.rtol(), "|", tol.max_mismatch_fraction(),
+            "|", reps, "|", bk.library(), "/", bk.kernel(), "@", bk.build_id(), "|", ConfigKey(ts.baseline_config()), "|",
+            ck.library(), "/", ck.kernel(), "@", ck.build_id(), "|", ConfigKey(ts.candidate_config())));
+        plan.tasks.push_back(std::move(t));
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace coordinator
+}  // namespace mxval

@@ -1,0 +1,58 @@
+// Turns a submitted JobSpec into the tasks the coordinator schedules.
+//
+// Validation names the offending field in every INVALID_ARGUMENT
+// ("spec.shapes[1].k: 100 is not a positive multiple of 32") and runs before
+// anything is stored, so a bad spec leaves no trace. Expansion: presets and
+// shapes x M values x target archs; for each task the baseline and candidate
+// dispatch entries are resolved now (from the job's tables or the built-in
+// table of the arch), so a task is self-contained and a retuned table is
+// visible per task as a different entry or config.
+#ifndef MXVAL_SERVICE_COORDINATOR_JOB_PLANNER_H_
+#define MXVAL_SERVICE_COORDINATOR_JOB_PLANNER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "mxval/v1/mxval.pb.h"
+
+namespace mxval {
+namespace coordinator {
+
+struct PlannerOptions {
+  // Estimated host memory one task may need (inputs, guards, outputs, reference).
+  int64_t max_task_bytes = int64_t{16} << 30;
+  int max_tasks_per_job = 100000;
+  int max_m = 1 << 20;
+  // Kernel libraries a job may name (built-ins plus admin-registered ones).
+  std::set<std::string> known_libraries = {"mxval-builtin-cpu", "mxval-builtin-cuda", "mxval-builtin-hip"};
+  std::set<std::string> known_archs = {"cpu", "sm_90a", "gfx90a", "gfx940", "gfx942", "gfx950"};
+  // Built-in dispatch table JSON per arch (used when the job gives none).
+  std::map<std::string, std::string> default_tables;
+  static PlannerOptions WithBuiltinTables();
+};
+
+struct PlannedTask {
+  v1::TaskSpec spec;      // task_id / job_id left empty: the scheduler assigns them
+  std::string dedup_key;  // equal keys: identical work (kernels, builds, shape, configs, inputs)
+};
+
+struct JobPlan {
+  std::vector<PlannedTask> tasks;
+  int priority = 0;
+  std::optional<absl::Duration> deadline;
+};
+
+// INVALID_ARGUMENT (field named) for a bad spec; RESOURCE_EXHAUSTED if the job
+// expands past max_tasks_per_job.
+absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& options);
+
+}  // namespace coordinator
+}  // namespace mxval
+
+#endif  // MXVAL_SERVICE_COORDINATOR_JOB_PLANNER_H_

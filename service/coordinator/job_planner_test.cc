@@ -1,0 +1,177 @@
+#include "service/coordinator/job_planner.h"
+
+#include <set>
+
+#include "gtest/gtest.h"
+
+namespace mxval::coordinator {
+namespace {
+
+v1::JobSpec GoodSpec() {
+  v1::JobSpec s;
+  s.set_name("glm5 retune");
+  s.add_presets("glm5-tp4");
+  for (int64_t m : {1, 64, 1024}) s.add_m_values(m);
+  return s;
+}
+
+void ExpectInvalid(const v1::JobSpec& spec, const std::string& field, const PlannerOptions& o) {
+  auto plan = PlanJob(spec, o);
+  ASSERT_FALSE(plan.ok()) << "expected an error naming " << field;
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument) << plan.status();
+  EXPECT_EQ(plan.status().message().rfind(field, 0), 0u) << plan.status() << " should start with " << field;
+}
+
+TEST(JobPlanner, ExpandsPresetsByMAndResolvesDispatchEntries) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  auto plan = PlanJob(GoodSpec(), o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->tasks.size(), 6u);  // (kup, vup) x 3 M on cpu
+  const v1::TaskSpec& t = plan->tasks[0].spec;
+  EXPECT_EQ(t.shape().op(), v1::OP_KUP);
+  EXPECT_EQ(t.shape().k(), 192);
+  EXPECT_TRUE(t.shape().strided_x());
+  EXPECT_EQ(t.shape().layout(), v1::OUTPUT_LAYOUT_HEAD_MAJOR);
+  EXPECT_EQ(t.m(), 1);
+  EXPECT_EQ(t.arch(), "cpu");
+  EXPECT_EQ(t.baseline_kernel().library(), "mxval-builtin-cpu");
+  EXPECT_EQ(t.baseline_entry(), "kup/N=512,K=192/M_LEQ_16");
+  EXPECT_EQ(t.baseline_config().block_k(), 64);
+  EXPECT_EQ(t.candidate_entry(), t.baseline_entry());  // no candidate table: same
+  EXPECT_EQ(t.repetitions(), 10);
+  EXPECT_DOUBLE_EQ(t.tolerance().rtol(), 1.6e-2);
+  EXPECT_EQ(t.inputs().x_generator(), "normal");
+  EXPECT_EQ(plan->tasks[3].spec.shape().layout(), v1::OUTPUT_LAYOUT_BATCH_MAJOR);  // vup
+}
+
+TEST(JobPlanner, CandidateTableAndOverride) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  v1::JobSpec s = GoodSpec();
+  s.mutable_candidate_table()->set_json(R"({"ops": {"kup": {"default": {"any": {"BLOCK_SIZE_M": 32,
+      "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128}}}, "vup": {"default": {"any": {"BLOCK_SIZE_M": 32,
+      "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "NUM_KSPLIT": 2}}}}})");
+  auto plan = PlanJob(s, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->tasks[0].spec.candidate_entry(), "kup/default/any");
+  EXPECT_EQ(plan->tasks[0].spec.candidate_config().block_k(), 128);
+  EXPECT_NE(plan->tasks[0].dedup_key, PlanJob(GoodSpec(), o)->tasks[0].dedup_key);
+  s.mutable_candidate_override()->set_block_m(16);
+  s.mutable_candidate_override()->set_block_n(64);
+  s.mutable_candidate_override()->set_block_k(64);
+  s.mutable_candidate_override()->set_ksplit(1);
+  plan = PlanJob(s, o);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->tasks[5].spec.candidate_entry(), "override");
+  EXPECT_EQ(plan->tasks[5].spec.candidate_config().block_m(), 16);
+}
+
+TEST(JobPlanner, DedupKeysAreStableAndDistinguishWork) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  auto a = PlanJob(GoodSpec(), o), b = PlanJob(GoodSpec(), o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::set<std::string> keys;
+  for (size_t i = 0; i < a->tasks.size(); ++i) {
+    EXPECT_EQ(a->tasks[i].dedup_key, b->tasks[i].dedup_key);
+    keys.insert(a->tasks[i].dedup_key);
+  }
+  EXPECT_EQ(keys.size(), a->tasks.size());
+  v1::JobSpec s = GoodSpec();
+  s.mutable_inputs()->set_seed(2);
+  EXPECT_NE(PlanJob(s, o)->tasks[0].dedup_key, a->tasks[0].dedup_key);
+  // Defaults spelled out give the same work as defaults left empty.
+  s = GoodSpec();
+  s.mutable_inputs()->set_seed(1);
+  s.mutable_inputs()->set_x_generator("normal");
+  EXPECT_EQ(PlanJob(s, o)->tasks[0].dedup_key, a->tasks[0].dedup_key);
+}
+
+TEST(JobPlanner, MultipleArchsAndExternalLibraries) {
+  PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  o.known_libraries.insert("pr-1234-kernels");
+  v1::JobSpec s = GoodSpec();
+  s.add_target_archs("cpu");
+  s.add_target_archs("sm_90a");
+  s.mutable_candidate_kernel()->set_library("pr-1234-kernels");
+  s.mutable_candidate_kernel()->set_build_id("abc123");
+  auto plan = PlanJob(s, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->tasks.size(), 12u);
+  EXPECT_EQ(plan->tasks[6].spec.arch(), "sm_90a");
+  EXPECT_EQ(plan->tasks[6].spec.baseline_kernel().library(), "mxval-builtin-cuda");
+  EXPECT_EQ(plan->tasks[6].spec.baseline_kernel().kernel(), "a16wfp4_tc");
+  EXPECT_EQ(plan->tasks[6].spec.candidate_kernel().library(), "pr-1234-kernels");
+  // gfx942 has no built-in table: the job must bring one.
+  s.add_target_archs("gfx942");
+  ExpectInvalid(s, "spec.baseline_table", o);
+}
+
+TEST(JobPlanner, RejectsBadSpecsNamingTheField) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  v1::JobSpec s;
+  s.add_m_values(1);
+  ExpectInvalid(s, "spec.shapes", o);  // empty shapes
+  auto shape = [](int64_t b, int64_t n, int64_t k) {
+    v1::JobSpec j;
+    j.add_m_values(4);
+    v1::Shape* sh = j.add_shapes();
+    sh->set_op(v1::OP_KUP);
+    sh->set_b(b);
+    sh->set_n(n);
+    sh->set_k(k);
+    return j;
+  };
+  ExpectInvalid(shape(16, 512, 100), "spec.shapes[0].k", o);  // K not a multiple of 32
+  ExpectInvalid(shape(0, 512, 192), "spec.shapes[0].b", o);
+  ExpectInvalid(shape(16, 0, 192), "spec.shapes[0].n", o);
+  v1::JobSpec huge = shape(65535, 1 << 20, 1 << 20);  // absurd: over the memory cap
+  ExpectInvalid(huge, "spec.shapes[0] at m_values[0]", o);
+  v1::JobSpec noop = shape(16, 512, 192);
+  noop.mutable_shapes(0)->set_op(v1::OP_UNSPECIFIED);
+  ExpectInvalid(noop, "spec.shapes[0].op", o);
+  s = GoodSpec();
+  s.mutable_baseline_kernel()->set_library("no-such-lib");
+  ExpectInvalid(s, "spec.baseline_kernel.library", o);  // unknown kernel library
+  s = GoodSpec();
+  s.add_presets("llama-tp2");
+  ExpectInvalid(s, "spec.presets[1]", o);
+  s = GoodSpec();
+  s.clear_m_values();
+  ExpectInvalid(s, "spec.m_values", o);
+  s = GoodSpec();
+  s.add_m_values(0);
+  ExpectInvalid(s, "spec.m_values[3]", o);
+  s = GoodSpec();
+  s.mutable_inputs()->set_x_generator("cauchy");
+  ExpectInvalid(s, "spec.inputs.x_generator", o);
+  s = GoodSpec();
+  s.mutable_tolerance()->set_rtol(-1);
+  ExpectInvalid(s, "spec.tolerance.rtol", o);
+  s = GoodSpec();
+  s.set_repetitions(5000);
+  ExpectInvalid(s, "spec.repetitions", o);
+  s = GoodSpec();
+  s.set_priority(101);
+  ExpectInvalid(s, "spec.priority", o);
+  s = GoodSpec();
+  s.add_target_archs("sm_80");
+  ExpectInvalid(s, "spec.target_archs[0]", o);
+  s = GoodSpec();
+  s.mutable_baseline_table()->set_json("{\"ops\": {}}");
+  ExpectInvalid(s, "spec.baseline_table", o);
+  s = GoodSpec();
+  s.mutable_candidate_override()->set_block_m(0);
+  ExpectInvalid(s, "spec.candidate_override.block_m", o);
+  s = GoodSpec();
+  s.mutable_deadline()->set_seconds(-5);
+  ExpectInvalid(s, "spec.deadline", o);
+}
+
+TEST(JobPlanner, TooManyTasksIsResourceExhausted) {
+  PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  o.max_tasks_per_job = 5;
+  auto plan = PlanJob(GoodSpec(), o);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace mxval::coordinator
