@@ -1,0 +1,172 @@
+// The coordinator's scheduling logic: pure state, no gRPC and no storage.
+// (The gRPC handlers map protos onto it; a store persists its transitions.)
+//
+// Task lifecycle: QUEUED -> LEASED -> DONE, or back to QUEUED when a lease
+// expires or the worker reports an infrastructure failure, until
+// max_attempts; then DONE with an infrastructure-failure result. CANCELLED
+// when its job is cancelled or expires. Every attempt is recorded with its
+// worker. A result is accepted only from the current lease holder, so it is
+// recorded exactly once even if a presumed-dead worker reports late.
+//
+// Thread-safe: one mutex guards all state.
+#ifndef MXVAL_SERVICE_COORDINATOR_SCHEDULER_H_
+#define MXVAL_SERVICE_COORDINATOR_SCHEDULER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+
+namespace mxval {
+namespace coordinator {
+
+struct SchedulerOptions {
+  absl::Duration lease_duration = absl::Seconds(30);
+  int max_attempts = 3;                 // per task, including the first
+  int64_t max_queued_tasks = 1'000'000; // RESOURCE_EXHAUSTED beyond (tasks not yet DONE)
+};
+
+// What the scheduler needs to know about one task of a job.
+struct TaskInput {
+  std::string arch;       // pool that may run it
+  std::string dedup_key;  // identical work has equal keys
+  std::string payload;    // opaque (the serialized TaskSpec)
+};
+
+struct JobInput {
+  std::string request_id;  // idempotency key; empty: none
+  int priority = 0;        // higher first
+  std::optional<absl::Duration> deadline;
+  bool reuse_results = false;
+  std::vector<TaskInput> tasks;
+};
+
+enum class TaskState { kQueued, kLeased, kDone, kCancelled };
+enum class JobState { kQueued, kRunning, kDone, kCancelled, kExpired };
+
+struct AttemptRecord {
+  std::string worker_id;
+  absl::Time started, finished;
+  bool infra_failure = false;
+  std::string detail;  // "lease expired", exit code / signal, ...
+};
+
+struct TaskRecord {
+  std::string task_id, job_id;
+  TaskInput input;
+  TaskState state = TaskState::kQueued;
+  std::vector<AttemptRecord> attempts;
+  std::string lease_id, lease_worker;
+  absl::Time lease_expiry;
+  bool has_result = false;
+  bool reused = false;
+  bool infra_failed = false;  // DONE because every attempt failed on infrastructure
+  std::string result;         // opaque (the serialized TaskResult)
+};
+
+struct JobStatus {
+  std::string job_id, request_id;
+  JobState state = JobState::kQueued;
+  int priority = 0;
+  absl::Time created;
+  std::optional<absl::Time> deadline, finished;
+  int tasks_total = 0, tasks_done = 0, tasks_running = 0;
+};
+
+struct Lease {
+  std::string lease_id, task_id, job_id;
+  std::string payload;
+  absl::Time expiry;
+  int attempt = 0;  // 1-based
+};
+
+class Scheduler {
+ public:
+  Scheduler(const Clock* clock, SchedulerOptions options);
+
+  // Accepts a job and returns its id. The same non-empty request_id returns
+  // the first job's id again without adding tasks. INVALID_ARGUMENT for a job
+  // without tasks; RESOURCE_EXHAUSTED if the queue would exceed its limit.
+  absl::StatusOr<std::string> Submit(const JobInput& job);
+
+  // The highest-priority queued task (FIFO within a priority) for one of
+  // `archs`, preferring tasks that have not failed on this worker before;
+  // nullopt if none. Expired leases and deadlines are processed first.
+  std::optional<Lease> LeaseTask(const std::string& worker_id, const std::set<std::string>& archs);
+
+  // Extends a lease. FAILED_PRECONDITION if it is no longer held (expired,
+  // re-leased elsewhere, cancelled, done).
+  absl::Status Renew(const std::string& lease_id);
+
+  // Records the result of a held lease, exactly once. FAILED_PRECONDITION if
+  // the lease is not held (a late report from a worker presumed dead).
+  absl::Status Complete(const std::string& lease_id, const std::string& result);
+
+  // The worker could not run the task (crash, signal, timeout, OOM): records
+  // an infrastructure attempt and re-queues, or finishes the task as an
+  // infrastructure failure after max_attempts. FAILED_PRECONDITION if not held.
+  absl::Status FailInfra(const std::string& lease_id, const std::string& detail);
+
+  // Cancels a job's unfinished tasks. NOT_FOUND for an unknown job.
+  absl::Status Cancel(const std::string& job_id);
+
+  // Re-queues tasks whose leases expired; expires jobs past their deadline.
+  void Tick();
+
+  absl::StatusOr<JobStatus> GetJob(const std::string& job_id) const;
+  absl::StatusOr<std::vector<TaskRecord>> GetTasks(const std::string& job_id) const;
+  int64_t QueuedTasks() const;
+
+ private:
+  struct QueueKey {
+    int priority;
+    uint64_t seq;
+    bool operator<(const QueueKey& o) const { return priority != o.priority ? priority > o.priority : seq < o.seq; }
+  };
+  struct Job {
+    JobStatus status;
+    std::vector<std::string> task_ids;
+    bool reuse = false;
+  };
+  void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnqueueLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the current attempt as an infrastructure failure; re-queues or finishes.
+  void FinishAttemptLocked(TaskRecord& t, const std::string& detail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseLeaseLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkDoneLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CancelTasksLocked(Job& j, JobState final_state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RefreshJobLocked(Job& j) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TaskRecord* HeldLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Clock* clock_;
+  const SchedulerOptions options_;
+  mutable absl::Mutex mu_;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> request_ids_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> lease_to_task_ ABSL_GUARDED_BY(mu_);
+  // Per arch: queued task ids by (priority desc, arrival).
+  std::map<std::string, std::map<QueueKey, std::string>> queues_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, QueueKey> queued_at_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<absl::Time, std::string>> expiries_ ABSL_GUARDED_BY(mu_);   // (expiry, lease id)
+  std::set<std::pair<absl::Time, std::string>> deadlines_ ABSL_GUARDED_BY(mu_);  // (deadline, job id)
+  // Completed (non-infra) results by dedup key, for reuse.
+  absl::flat_hash_map<std::string, std::string> results_by_key_ ABSL_GUARDED_BY(mu_);
+  int64_t unfinished_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace coordinator
+}  // namespace mxval
+
+#endif  // MXVAL_SERVICE_COORDINATOR_SCHEDULER_H_
