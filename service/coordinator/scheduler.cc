@@ -7,7 +7,71 @@
 namespace mxval {
 namespace coordinator {
 
-Scheduler::Scheduler(const Clock* clock, SchedulerOptions options) : clock_(clock), options_(options) {}
+Scheduler::Scheduler(const Clock* clock, SchedulerOptions options, Store* store)
+    : clock_(clock), options_(options), store_(store) {}
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const Clock* clock, SchedulerOptions options,
+                                                             Store* store) {
+  auto s = std::make_unique<Scheduler>(clock, options, store);
+  absl::MutexLock l(&s->mu_);
+  if (absl::Status st = s->RecoverLocked(); !st.ok()) return st;
+  return s;
+}
+
+absl::Status Scheduler::RecoverLocked() {
+  if (store_ == nullptr) return absl::OkStatus();
+  auto snap = store_->Load();
+  if (!snap.ok()) return snap.status();
+  next_id_ = std::max<uint64_t>(next_id_, snap->next_id);
+  for (StoredJob& sj : snap->jobs) {
+    Job& j = jobs_[sj.status.job_id];
+    j.status = sj.status;
+    j.status.tasks_total = j.status.tasks_done = j.status.tasks_running = 0;
+    j.reuse = sj.reuse;
+    if (!j.status.request_id.empty()) request_ids_[j.status.request_id] = j.status.job_id;
+  }
+  for (TaskRecord& rec : snap->tasks) {
+    auto jit = jobs_.find(rec.job_id);
+    if (jit == jobs_.end()) continue;
+    Job& j = jit->second;
+    const bool job_final = j.status.state == JobState::kCancelled || j.status.state == JobState::kExpired;
+    TaskRecord& t = tasks_[rec.task_id] = std::move(rec);
+    j.task_ids.push_back(t.task_id);
+    ++j.status.tasks_total;
+    if (job_final && (t.state == TaskState::kQueued || t.state == TaskState::kLeased)) t.state = TaskState::kCancelled;
+    switch (t.state) {
+      case TaskState::kDone:
+        ++j.status.tasks_done;
+        if (t.has_result && !t.infra_failed) results_by_key_[t.input.dedup_key] = t.result;
+        break;
+      case TaskState::kQueued:
+        ++unfinished_;
+        EnqueueLocked(t);
+        break;
+      case TaskState::kLeased:
+        ++unfinished_;
+        ++j.status.tasks_running;
+        lease_to_task_[t.lease_id] = t.task_id;
+        expiries_.insert({t.lease_expiry, t.lease_id});
+        break;
+      case TaskState::kCancelled:
+        break;
+    }
+  }
+  for (auto& [id, j] : jobs_) {
+    const bool final_state = j.status.state == JobState::kCancelled || j.status.state == JobState::kExpired;
+    if (!final_state) {
+      j.status.state = JobState::kQueued;  // re-derived below
+      if (j.status.deadline) deadlines_.insert({*j.status.deadline, id});
+    }
+    RefreshJobLocked(j);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::PersistLocked(const TaskRecord& t) {
+  return store_ ? store_->UpdateTask(t, next_id_) : absl::OkStatus();
+}
 
 absl::StatusOr<std::string> Scheduler::Submit(const JobInput& in) {
   absl::MutexLock l(&mu_);
@@ -21,40 +85,47 @@ absl::StatusOr<std::string> Scheduler::Submit(const JobInput& in) {
                                                      options_.max_queued_tasks, ", this job adds ", in.tasks.size(),
                                                      "; retry later"));
   }
+  // Build the job and its tasks aside, persist them, then apply.
   const absl::Time now = clock_->Now();
-  const std::string job_id = absl::StrCat("job-", next_id_++);
-  Job& j = jobs_[job_id];
-  j.status.job_id = job_id;
+  Job j;
+  j.status.job_id = absl::StrCat("job-", next_id_++);
   j.status.request_id = in.request_id;
   j.status.priority = in.priority;
   j.status.created = now;
-  if (in.deadline) {
-    j.status.deadline = now + *in.deadline;
-    deadlines_.insert({*j.status.deadline, job_id});
-  }
+  if (in.deadline) j.status.deadline = now + *in.deadline;
   j.status.tasks_total = static_cast<int>(in.tasks.size());
   j.reuse = in.reuse_results;
+  std::vector<TaskRecord> recs(in.tasks.size());
   for (size_t i = 0; i < in.tasks.size(); ++i) {
-    const std::string task_id = absl::StrCat(job_id, "-t", i);
-    TaskRecord& t = tasks_[task_id];
-    t.task_id = task_id;
-    t.job_id = job_id;
+    TaskRecord& t = recs[i];
+    t.task_id = absl::StrCat(j.status.job_id, "-t", i);
+    t.job_id = j.status.job_id;
     t.input = in.tasks[i];
-    j.task_ids.push_back(task_id);
     auto cached = in.reuse_results ? results_by_key_.find(t.input.dedup_key) : results_by_key_.end();
     if (cached != results_by_key_.end()) {
       t.state = TaskState::kDone;
-      t.has_result = true;
-      t.reused = true;
+      t.has_result = t.reused = true;
       t.result = cached->second;
-      ++j.status.tasks_done;
-      continue;
     }
-    ++unfinished_;
-    EnqueueLocked(t);
+  }
+  if (store_) {
+    if (absl::Status st = store_->InsertJob(StoredJob{j.status, j.reuse}, recs, next_id_); !st.ok()) return st;
+  }
+  const std::string job_id = j.status.job_id;
+  Job& job = jobs_[job_id] = std::move(j);
+  if (job.status.deadline) deadlines_.insert({*job.status.deadline, job_id});
+  for (TaskRecord& rec : recs) {
+    job.task_ids.push_back(rec.task_id);
+    TaskRecord& t = tasks_[rec.task_id] = std::move(rec);
+    if (t.state == TaskState::kDone) {
+      ++job.status.tasks_done;
+    } else {
+      ++unfinished_;
+      EnqueueLocked(t);
+    }
   }
   if (!in.request_id.empty()) request_ids_[in.request_id] = job_id;
-  RefreshJobLocked(j);
+  RefreshJobLocked(job);
   return job_id;
 }
 
@@ -97,15 +168,18 @@ std::optional<Lease> Scheduler::LeaseTask(const std::string& worker_id, const st
   if (best == nullptr) return std::nullopt;
   const std::string task_id = best->second;
   const QueueKey key = best->first;  // copy: erase() frees the node `best` points into
-  queues_[best_arch].erase(key);
-  queued_at_.erase(task_id);
   TaskRecord& t = tasks_[task_id];
   const absl::Time now = clock_->Now();
-  t.state = TaskState::kLeased;
-  t.lease_id = absl::StrCat("lease-", next_id_++);
-  t.lease_worker = worker_id;
-  t.lease_expiry = now + options_.lease_duration;
-  t.attempts.push_back(AttemptRecord{worker_id, now, absl::InfinitePast(), false, ""});
+  TaskRecord updated = t;
+  updated.state = TaskState::kLeased;
+  updated.lease_id = absl::StrCat("lease-", next_id_++);
+  updated.lease_worker = worker_id;
+  updated.lease_expiry = now + options_.lease_duration;
+  updated.attempts.push_back(AttemptRecord{worker_id, now, absl::InfinitePast(), false, ""});
+  if (!PersistLocked(updated).ok()) return std::nullopt;  // the worker polls again
+  queues_[best_arch].erase(key);
+  queued_at_.erase(task_id);
+  t = std::move(updated);
   lease_to_task_[t.lease_id] = task_id;
   expiries_.insert({t.lease_expiry, t.lease_id});
   Job& j = jobs_[t.job_id];
@@ -126,8 +200,11 @@ absl::Status Scheduler::Renew(const std::string& lease_id) {
   TickLocked();
   TaskRecord* t = HeldLocked(lease_id);
   if (t == nullptr) return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is not held"));
+  TaskRecord updated = *t;
+  updated.lease_expiry = clock_->Now() + options_.lease_duration;
+  if (absl::Status st = PersistLocked(updated); !st.ok()) return st;
   expiries_.erase({t->lease_expiry, lease_id});
-  t->lease_expiry = clock_->Now() + options_.lease_duration;
+  t->lease_expiry = updated.lease_expiry;
   expiries_.insert({t->lease_expiry, lease_id});
   return absl::OkStatus();
 }
@@ -154,27 +231,44 @@ absl::Status Scheduler::Complete(const std::string& lease_id, const std::string&
   if (t == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is not held; result not recorded"));
   }
-  t->attempts.back().finished = clock_->Now();
+  TaskRecord updated = *t;
+  updated.attempts.back().finished = clock_->Now();
+  updated.has_result = true;
+  updated.result = result;
+  updated.state = TaskState::kDone;
+  if (absl::Status st = PersistLocked(updated); !st.ok()) return st;  // the worker retries the report
   ReleaseLeaseLocked(*t);
-  t->has_result = true;
-  t->result = result;
+  *t = std::move(updated);
+  t->state = TaskState::kLeased;  // MarkDoneLocked performs the transition
   MarkDoneLocked(*t);
   return absl::OkStatus();
 }
 
-void Scheduler::FinishAttemptLocked(TaskRecord& t, const std::string& detail) {
-  AttemptRecord& a = t.attempts.back();
+absl::Status Scheduler::FinishAttemptLocked(TaskRecord& t, const std::string& detail) {
+  TaskRecord updated = t;
+  AttemptRecord& a = updated.attempts.back();
   a.finished = clock_->Now();
   a.infra_failure = true;
   a.detail = detail;
+  const bool retry = static_cast<int>(updated.attempts.size()) < options_.max_attempts;
+  if (retry) {
+    updated.state = TaskState::kQueued;
+    updated.lease_id.clear();
+    updated.lease_worker.clear();
+  } else {
+    updated.state = TaskState::kDone;
+    updated.infra_failed = true;
+  }
+  if (absl::Status st = PersistLocked(updated); !st.ok()) return st;
   ReleaseLeaseLocked(t);
-  if (static_cast<int>(t.attempts.size()) < options_.max_attempts) {
+  t = std::move(updated);
+  if (retry) {
     EnqueueLocked(t);
     RefreshJobLocked(jobs_[t.job_id]);
   } else {
-    t.infra_failed = true;
     MarkDoneLocked(t);
   }
+  return absl::OkStatus();
 }
 
 absl::Status Scheduler::FailInfra(const std::string& lease_id, const std::string& detail) {
@@ -182,11 +276,18 @@ absl::Status Scheduler::FailInfra(const std::string& lease_id, const std::string
   TickLocked();
   TaskRecord* t = HeldLocked(lease_id);
   if (t == nullptr) return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is not held"));
-  FinishAttemptLocked(*t, detail);
-  return absl::OkStatus();
+  return FinishAttemptLocked(*t, detail);
 }
 
-void Scheduler::CancelTasksLocked(Job& j, JobState final_state) {
+absl::Status Scheduler::CancelTasksLocked(Job& j, JobState final_state) {
+  // The job's final state first: on recovery, its unfinished tasks then count
+  // as cancelled even if the crash came before every task row was written.
+  JobStatus final_status = j.status;
+  final_status.state = final_state;
+  final_status.finished = clock_->Now();
+  if (store_) {
+    if (absl::Status st = store_->UpdateJob(final_status); !st.ok()) return st;
+  }
   for (const std::string& id : j.task_ids) {
     TaskRecord& t = tasks_[id];
     if (t.state == TaskState::kDone || t.state == TaskState::kCancelled) continue;
@@ -198,11 +299,13 @@ void Scheduler::CancelTasksLocked(Job& j, JobState final_state) {
       ReleaseLeaseLocked(t);  // the worker learns at its next heartbeat
     }
     t.state = TaskState::kCancelled;
+    (void)PersistLocked(t);  // best effort: the job row already makes it final
     --unfinished_;
   }
   j.status.state = final_state;
-  j.status.finished = clock_->Now();
+  j.status.finished = final_status.finished;
   if (j.status.deadline) deadlines_.erase({*j.status.deadline, j.status.job_id});
+  return absl::OkStatus();
 }
 
 absl::Status Scheduler::Cancel(const std::string& job_id) {
@@ -214,8 +317,7 @@ absl::Status Scheduler::Cancel(const std::string& job_id) {
       j.status.state == JobState::kExpired) {
     return absl::OkStatus();  // already final
   }
-  CancelTasksLocked(j, JobState::kCancelled);
-  return absl::OkStatus();
+  return CancelTasksLocked(j, JobState::kCancelled);
 }
 
 void Scheduler::Tick() {
@@ -232,14 +334,15 @@ void Scheduler::TickLocked() {
       expiries_.erase(expiries_.begin());
       continue;
     }
-    FinishAttemptLocked(*t, "lease expired: worker lost or stalled");
+    if (!FinishAttemptLocked(*t, "lease expired: worker lost or stalled").ok()) break;  // store down: next tick
   }
   while (!deadlines_.empty() && deadlines_.begin()->first < now) {
     Job& j = jobs_[deadlines_.begin()->second];
-    deadlines_.erase(deadlines_.begin());
-    if (j.status.state == JobState::kQueued || j.status.state == JobState::kRunning) {
-      CancelTasksLocked(j, JobState::kExpired);
+    if (j.status.state != JobState::kQueued && j.status.state != JobState::kRunning) {
+      deadlines_.erase(deadlines_.begin());
+      continue;
     }
+    if (!CancelTasksLocked(j, JobState::kExpired).ok()) break;  // store down: next tick
   }
 }
 

@@ -8,12 +8,17 @@
 // worker. A result is accepted only from the current lease holder, so it is
 // recorded exactly once even if a presumed-dead worker reports late.
 //
+// Durability: with a Store, every transition is written before it is applied
+// in memory (a failed write leaves memory unchanged and returns UNAVAILABLE),
+// so a restart from the same store loses no accepted job, lease or result.
+//
 // Thread-safe: one mutex guards all state.
 #ifndef MXVAL_SERVICE_COORDINATOR_SCHEDULER_H_
 #define MXVAL_SERVICE_COORDINATOR_SCHEDULER_H_
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -25,6 +30,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "service/coordinator/scheduler_types.h"
+#include "service/coordinator/store.h"
 
 namespace mxval {
 namespace coordinator {
@@ -33,53 +40,6 @@ struct SchedulerOptions {
   absl::Duration lease_duration = absl::Seconds(30);
   int max_attempts = 3;                 // per task, including the first
   int64_t max_queued_tasks = 1'000'000; // RESOURCE_EXHAUSTED beyond (tasks not yet DONE)
-};
-
-// What the scheduler needs to know about one task of a job.
-struct TaskInput {
-  std::string arch;       // pool that may run it
-  std::string dedup_key;  // identical work has equal keys
-  std::string payload;    // opaque (the serialized TaskSpec)
-};
-
-struct JobInput {
-  std::string request_id;  // idempotency key; empty: none
-  int priority = 0;        // higher first
-  std::optional<absl::Duration> deadline;
-  bool reuse_results = false;
-  std::vector<TaskInput> tasks;
-};
-
-enum class TaskState { kQueued, kLeased, kDone, kCancelled };
-enum class JobState { kQueued, kRunning, kDone, kCancelled, kExpired };
-
-struct AttemptRecord {
-  std::string worker_id;
-  absl::Time started, finished;
-  bool infra_failure = false;
-  std::string detail;  // "lease expired", exit code / signal, ...
-};
-
-struct TaskRecord {
-  std::string task_id, job_id;
-  TaskInput input;
-  TaskState state = TaskState::kQueued;
-  std::vector<AttemptRecord> attempts;
-  std::string lease_id, lease_worker;
-  absl::Time lease_expiry;
-  bool has_result = false;
-  bool reused = false;
-  bool infra_failed = false;  // DONE because every attempt failed on infrastructure
-  std::string result;         // opaque (the serialized TaskResult)
-};
-
-struct JobStatus {
-  std::string job_id, request_id;
-  JobState state = JobState::kQueued;
-  int priority = 0;
-  absl::Time created;
-  std::optional<absl::Time> deadline, finished;
-  int tasks_total = 0, tasks_done = 0, tasks_running = 0;
 };
 
 struct Lease {
@@ -91,7 +51,12 @@ struct Lease {
 
 class Scheduler {
  public:
-  Scheduler(const Clock* clock, SchedulerOptions options);
+  // Without a store: in-memory only (tests, benchmarks).
+  Scheduler(const Clock* clock, SchedulerOptions options, Store* store = nullptr);
+
+  // With a store: rebuilds jobs, queues, leases and results from it first.
+  // UNAVAILABLE if the store cannot be read.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const Clock* clock, SchedulerOptions options, Store* store);
 
   // Accepts a job and returns its id. The same non-empty request_id returns
   // the first job's id again without adding tasks. INVALID_ARGUMENT for a job
@@ -103,7 +68,7 @@ class Scheduler {
   // nullopt if none. Expired leases and deadlines are processed first.
   std::optional<Lease> LeaseTask(const std::string& worker_id, const std::set<std::string>& archs);
 
-  // Extends a lease. FAILED_PRECONDITION if it is no longer held (expired,
+  // Extends a lease. UNAVAILABLE if the store write fails. FAILED_PRECONDITION if it is no longer held (expired,
   // re-leased elsewhere, cancelled, done).
   absl::Status Renew(const std::string& lease_id);
 
@@ -137,18 +102,21 @@ class Scheduler {
     std::vector<std::string> task_ids;
     bool reuse = false;
   };
+  absl::Status RecoverLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PersistLocked(const TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnqueueLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the current attempt as an infrastructure failure; re-queues or finishes.
-  void FinishAttemptLocked(TaskRecord& t, const std::string& detail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FinishAttemptLocked(TaskRecord& t, const std::string& detail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseLeaseLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDoneLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CancelTasksLocked(Job& j, JobState final_state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CancelTasksLocked(Job& j, JobState final_state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RefreshJobLocked(Job& j) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TaskRecord* HeldLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock* clock_;
   const SchedulerOptions options_;
+  Store* const store_;  // may be null
   mutable absl::Mutex mu_;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
