@@ -94,6 +94,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const JobInput& in) {
   j.status.created = now;
   if (in.deadline) j.status.deadline = now + *in.deadline;
   j.status.tasks_total = static_cast<int>(in.tasks.size());
+  j.status.payload = in.payload;
   j.reuse = in.reuse_results;
   std::vector<TaskRecord> recs(in.tasks.size());
   for (size_t i = 0; i < in.tasks.size(); ++i) {
@@ -374,6 +375,17 @@ absl::StatusOr<std::vector<TaskRecord>> Scheduler::GetTasks(const std::string& j
   std::vector<TaskRecord> out;
   out.reserve(it->second.task_ids.size());
   for (const std::string& id : it->second.task_ids) out.push_back(tasks_.at(id));
+  return out;
+}
+
+std::vector<JobStatus> Scheduler::ListJobs() const {
+  absl::MutexLock l(&mu_);
+  std::vector<JobStatus> out;
+  out.reserve(jobs_.size());
+  for (const auto& [id, j] : jobs_) out.push_back(j.status);
+  std::sort(out.begin(), out.end(), [](const JobStatus& a, const JobStatus& b) {
+    return a.created != b.created ? a.created > b.created : a.job_id > b.job_id;
+  });
   return out;
 }
 

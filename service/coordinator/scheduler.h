@@ -89,6 +89,8 @@ class Scheduler {
 
   absl::StatusOr<JobStatus> GetJob(const std::string& job_id) const;
   absl::StatusOr<std::vector<TaskRecord>> GetTasks(const std::string& job_id) const;
+  // Every job, newest first.
+  std::vector<JobStatus> ListJobs() const;
   int64_t QueuedTasks() const;
 
  private:

@@ -24,6 +24,7 @@ struct JobInput {
   int priority = 0;        // higher first
   std::optional<absl::Duration> deadline;
   bool reuse_results = false;
+  std::string payload;  // opaque (the serialized JobSpec)
   std::vector<TaskInput> tasks;
 };
 
@@ -57,6 +58,7 @@ struct JobStatus {
   absl::Time created;
   std::optional<absl::Time> deadline, finished;
   int tasks_total = 0, tasks_done = 0, tasks_running = 0;
+  std::string payload;  // opaque (the serialized JobSpec)
 };
 
 }  // namespace coordinator

@@ -85,7 +85,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
       "PRAGMA busy_timeout=5000",
       "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
       "CREATE TABLE IF NOT EXISTS jobs (job_id TEXT PRIMARY KEY, request_id TEXT, priority INTEGER, state INTEGER,"
-      " created_us INTEGER, deadline_us INTEGER, finished_us INTEGER, reuse INTEGER, seq INTEGER)",
+      " created_us INTEGER, deadline_us INTEGER, finished_us INTEGER, reuse INTEGER, seq INTEGER, payload BLOB)",
       "CREATE TABLE IF NOT EXISTS tasks (task_id TEXT PRIMARY KEY, job_id TEXT, seq INTEGER, arch TEXT, dedup_key TEXT,"
       " payload BLOB, state INTEGER, attempts TEXT, lease_id TEXT, lease_worker TEXT, lease_expiry_us INTEGER,"
       " has_result INTEGER, reused INTEGER, infra_failed INTEGER, result BLOB)",
@@ -154,7 +154,7 @@ absl::Status SqliteStore::InsertJob(const StoredJob& job, const std::vector<Task
     return st;
   };
   {
-    Stmt st(db_, "INSERT INTO jobs VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT COUNT(*) FROM jobs))");
+    Stmt st(db_, "INSERT INTO jobs VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT COUNT(*) FROM jobs), ?9)");
     if (!st.ok()) return fail(Err(db_, "prepare job"));
     const JobStatus& j = job.status;
     st.Text(1, j.job_id);
@@ -165,6 +165,7 @@ absl::Status SqliteStore::InsertJob(const StoredJob& job, const std::vector<Task
     st.Int(6, j.deadline ? Us(*j.deadline) : kNone);
     st.Int(7, j.finished ? Us(*j.finished) : kNone);
     st.Int(8, job.reuse);
+    st.Blob(9, j.payload);
     if (sqlite3_step(st.get()) != SQLITE_DONE) return fail(Err(db_, "insert job"));
   }
   for (const TaskRecord& t : tasks) {
@@ -204,7 +205,8 @@ absl::StatusOr<StoreSnapshot> SqliteStore::Load() {
   }
   {
     Stmt st(db_,
-            "SELECT job_id, request_id, priority, state, created_us, deadline_us, finished_us, reuse FROM jobs ORDER BY seq");
+            "SELECT job_id, request_id, priority, state, created_us, deadline_us, finished_us, reuse, payload FROM jobs"
+            " ORDER BY seq");
     if (!st.ok()) return Err(db_, "load jobs");
     while (sqlite3_step(st.get()) == SQLITE_ROW) {
       StoredJob j;
@@ -216,6 +218,7 @@ absl::StatusOr<StoreSnapshot> SqliteStore::Load() {
       if (st.ColInt(5) != kNone) j.status.deadline = FromUs(st.ColInt(5));
       if (st.ColInt(6) != kNone) j.status.finished = FromUs(st.ColInt(6));
       j.reuse = st.ColInt(7) != 0;
+      j.status.payload = st.ColBlob(8);
       snap.jobs.push_back(std::move(j));
     }
   }

@@ -14,6 +14,7 @@ JobInput Job(int n, const std::string& request_id = "") {
   JobInput j;
   j.request_id = request_id;
   j.reuse_results = true;
+  j.payload = "spec-bytes";
   for (int i = 0; i < n; ++i) j.tasks.push_back({"cpu", "key" + std::to_string(i), "payload" + std::to_string(i)});
   return j;
 }
@@ -63,6 +64,7 @@ TEST_F(SqliteStoreTest, RestartKeepsJobsLeasesAndResults) {
   EXPECT_EQ(job->tasks_total, 4);
   EXPECT_EQ(job->tasks_done, 1);
   EXPECT_EQ(job->tasks_running, 1);
+  EXPECT_EQ(job->payload, "spec-bytes");
   auto tasks = sched_->GetTasks(*id);
   EXPECT_EQ(tasks->at(0).result, "result-a");
   ASSERT_EQ(tasks->at(2).attempts.size(), 1u);

@@ -1,0 +1,354 @@
+#include "service/coordinator/coordinator_service.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace mxval {
+namespace coordinator {
+namespace {
+
+void ToProto(absl::Time t, google::protobuf::Timestamp* out) {
+  const int64_t us = absl::ToUnixMicros(t);
+  out->set_seconds(us / 1000000);
+  out->set_nanos(static_cast<int32_t>((us % 1000000) * 1000));
+}
+
+void ToProto(absl::Duration d, google::protobuf::Duration* out) {
+  const int64_t us = absl::ToInt64Microseconds(d);
+  out->set_seconds(us / 1000000);
+  out->set_nanos(static_cast<int32_t>((us % 1000000) * 1000));
+}
+
+v1::JobState ToProto(JobState s) {
+  switch (s) {
+    case JobState::kQueued: return v1::JOB_STATE_QUEUED;
+    case JobState::kRunning: return v1::JOB_STATE_RUNNING;
+    case JobState::kDone: return v1::JOB_STATE_DONE;
+    case JobState::kCancelled: return v1::JOB_STATE_CANCELLED;
+    case JobState::kExpired: return v1::JOB_STATE_EXPIRED;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+bool Final(v1::JobState s) {
+  return s == v1::JOB_STATE_DONE || s == v1::JOB_STATE_CANCELLED || s == v1::JOB_STATE_EXPIRED;
+}
+
+// The result as clients see it: the worker's report with the coordinator's
+// authoritative attempts; for an infrastructure-failed task, the attempts alone.
+v1::TaskResult ResultOf(const TaskRecord& t) {
+  v1::TaskResult r;
+  if (t.has_result) r.ParseFromString(t.result);
+  if (!t.has_result) {
+    v1::TaskSpec spec;
+    spec.ParseFromString(t.input.payload);
+    *r.mutable_shape() = spec.shape();
+    r.set_m(spec.m());
+    r.set_arch(spec.arch());
+  }
+  r.set_task_id(t.task_id);
+  r.set_reused(t.reused);
+  r.clear_attempts();
+  for (const AttemptRecord& a : t.attempts) {
+    v1::Attempt* p = r.add_attempts();
+    p->set_worker_id(a.worker_id);
+    ToProto(a.started, p->mutable_started());
+    if (a.finished != absl::InfinitePast()) ToProto(a.finished, p->mutable_finished());
+    p->set_failure(a.infra_failure ? v1::FAILURE_CLASS_INFRA : v1::FAILURE_CLASS_NONE);
+    p->set_failure_detail(a.detail);
+  }
+  return r;
+}
+
+bool Failed(const TaskRecord& t, const v1::TaskResult& r) {
+  if (t.infra_failed) return true;
+  return r.baseline().accuracy().verdict() != v1::VERDICT_PASS || r.candidate().accuracy().verdict() != v1::VERDICT_PASS;
+}
+
+absl::Duration FromProto(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(s.code())), std::string(s.message()));
+}
+
+Coordinator::Coordinator(const Clock* clock, Scheduler* scheduler, CoordinatorOptions options)
+    : clock_(clock), scheduler_(scheduler), options_(std::move(options)) {}
+
+absl::StatusOr<v1::Job> Coordinator::BuildJob(const std::string& job_id, bool include_results) const {
+  auto status = scheduler_->GetJob(job_id);
+  if (!status.ok()) return status.status();
+  auto tasks = scheduler_->GetTasks(job_id);
+  if (!tasks.ok()) return tasks.status();
+  v1::Job job;
+  job.set_job_id(status->job_id);
+  job.set_request_id(status->request_id);
+  job.mutable_spec()->ParseFromString(status->payload);
+  job.set_state(ToProto(status->state));
+  ToProto(status->created, job.mutable_created());
+  if (status->finished) ToProto(*status->finished, job.mutable_finished());
+  v1::JobProgress* pr = job.mutable_progress();
+  pr->set_tasks_total(status->tasks_total);
+  pr->set_tasks_done(status->tasks_done);
+  pr->set_tasks_running(status->tasks_running);
+  int failed = 0;
+  for (const TaskRecord& t : *tasks) {
+    if (t.state != TaskState::kDone) continue;
+    v1::TaskResult r = ResultOf(t);
+    failed += Failed(t, r);
+    if (include_results) *job.add_results() = std::move(r);
+  }
+  pr->set_tasks_failed(failed);
+  return job;
+}
+
+grpc::Status Coordinator::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req, v1::SubmitJobResponse* resp) {
+  if (req->request_id().size() > 256) return ToGrpc(absl::InvalidArgumentError("request_id: longer than 256 bytes"));
+  auto plan = PlanJob(req->spec(), options_.planner);
+  if (!plan.ok()) return ToGrpc(plan.status());
+  JobInput in;
+  in.request_id = req->request_id();
+  in.priority = plan->priority;
+  in.deadline = plan->deadline;
+  in.reuse_results = req->spec().reuse_results();
+  in.payload = req->spec().SerializeAsString();
+  in.tasks.reserve(plan->tasks.size());
+  for (const PlannedTask& t : plan->tasks) in.tasks.push_back({t.spec.arch(), t.dedup_key, t.spec.SerializeAsString()});
+  auto id = scheduler_->Submit(in);
+  if (!id.ok()) return ToGrpc(id.status());
+  auto job = BuildJob(*id, false);
+  if (!job.ok()) return ToGrpc(job.status());
+  *resp->mutable_job() = std::move(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::GetJob(grpc::ServerContext*, const v1::GetJobRequest* req, v1::Job* resp) {
+  if (req->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
+  auto job = BuildJob(req->job_id(), req->include_results());
+  if (!job.ok()) return ToGrpc(job.status());
+  *resp = std::move(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
+                                   grpc::ServerWriter<v1::JobEvent>* writer) {
+  if (req->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
+  std::set<std::string> sent;
+  std::string last_progress;
+  while (!ctx->IsCancelled()) {
+    auto job = BuildJob(req->job_id(), true);
+    if (!job.ok()) return ToGrpc(job.status());
+    v1::Job head = *job;
+    head.clear_results();
+    for (const v1::TaskResult& r : job->results()) {
+      if (!sent.insert(r.task_id()).second) continue;
+      v1::JobEvent ev;
+      *ev.mutable_job() = head;
+      *ev.mutable_result() = r;
+      if (!writer->Write(ev)) return grpc::Status::OK;  // client went away
+    }
+    const std::string progress = absl::StrCat(head.state(), "/", head.progress().SerializeAsString());
+    if (progress != last_progress) {
+      v1::JobEvent ev;
+      *ev.mutable_job() = head;
+      if (!writer->Write(ev)) return grpc::Status::OK;
+      last_progress = progress;
+    }
+    if (Final(head.state())) return grpc::Status::OK;
+    absl::SleepFor(options_.watch_step);
+  }
+  return grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled by the client");
+}
+
+grpc::Status Coordinator::CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* req, v1::CancelJobResponse* resp) {
+  if (req->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
+  if (absl::Status st = scheduler_->Cancel(req->job_id()); !st.ok()) return ToGrpc(st);
+  auto job = BuildJob(req->job_id(), false);
+  if (!job.ok()) return ToGrpc(job.status());
+  *resp->mutable_job() = std::move(*job);
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req, v1::ListJobsResponse* resp) {
+  if (req->page_size() < 0 || req->page_size() > 500) {
+    return ToGrpc(absl::InvalidArgumentError("page_size: must be in [0, 500]"));
+  }
+  int64_t offset = 0;
+  if (!req->page_token().empty() && (!absl::SimpleAtoi(req->page_token(), &offset) || offset < 0)) {
+    return ToGrpc(absl::InvalidArgumentError("page_token: not a token this server issued"));
+  }
+  const int size = req->page_size() == 0 ? 50 : req->page_size();
+  std::set<int> states(req->states().begin(), req->states().end());
+  int64_t index = 0;
+  for (const JobStatus& s : scheduler_->ListJobs()) {
+    if (!states.empty() && !states.count(ToProto(s.state))) continue;
+    if (!req->name_prefix().empty()) {
+      v1::JobSpec spec;
+      spec.ParseFromString(s.payload);
+      if (!absl::StartsWith(spec.name(), req->name_prefix())) continue;
+    }
+    if (index++ < offset) continue;
+    if (resp->jobs_size() == size) {
+      resp->set_next_page_token(absl::StrCat(offset + size));
+      break;
+    }
+    auto job = BuildJob(s.job_id, false);
+    if (job.ok()) *resp->add_jobs() = std::move(*job);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest* req,
+                                         v1::RegisterWorkerResponse* resp) {
+  if (req->worker_id().empty() || req->worker_id().size() > 256) {
+    return ToGrpc(absl::InvalidArgumentError("worker_id: must be 1 to 256 bytes"));
+  }
+  if (req->capabilities().devices().empty()) {
+    return ToGrpc(absl::InvalidArgumentError("capabilities.devices: a worker needs at least one device (cpu counts)"));
+  }
+  absl::MutexLock l(&mu_);
+  WorkerEntry& w = workers_[req->worker_id()];
+  w.capabilities = req->capabilities();
+  w.archs.clear();
+  for (const v1::DeviceInfo& d : w.capabilities.devices())
+    if (d.healthy()) w.archs.insert(d.arch());
+  w.last_heartbeat = clock_->Now();
+  ToProto(options_.heartbeat_interval, resp->mutable_heartbeat_interval());
+  ToProto(options_.lease_duration, resp->mutable_lease_duration());
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::LeaseTask(grpc::ServerContext* ctx, const v1::LeaseTaskRequest* req,
+                                    v1::LeaseTaskResponse* resp) {
+  std::set<std::string> archs;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = workers_.find(req->worker_id());
+    if (it == workers_.end()) {
+      return ToGrpc(absl::FailedPreconditionError(absl::StrCat("worker_id: '", req->worker_id(), "' is not registered")));
+    }
+    it->second.last_heartbeat = clock_->Now();
+    if (it->second.draining) return grpc::Status::OK;  // no task while draining
+    for (const v1::DeviceInfo& d : it->second.capabilities.devices()) {
+      if (d.index() == req->device_index() && d.healthy()) archs.insert(d.arch());
+    }
+    if (archs.empty()) archs = it->second.archs;
+  }
+  const absl::Duration wait = std::min(FromProto(req->max_wait()), options_.max_long_poll);
+  const absl::Time until = absl::Now() + wait;  // real time: this is I/O waiting, not scheduling logic
+  while (true) {
+    auto lease = scheduler_->LeaseTask(req->worker_id(), archs);
+    if (lease) {
+      v1::TaskSpec* task = resp->mutable_task();
+      task->ParseFromString(lease->payload);
+      task->set_task_id(lease->task_id);
+      task->set_job_id(lease->job_id);
+      resp->set_lease_id(lease->lease_id);
+      ToProto(lease->expiry, resp->mutable_lease_expires());
+      absl::MutexLock l(&mu_);
+      workers_[req->worker_id()].leases.insert(lease->lease_id);
+      return grpc::Status::OK;
+    }
+    if (absl::Now() >= until || ctx->IsCancelled()) return grpc::Status::OK;
+    absl::SleepFor(options_.poll_step);
+  }
+}
+
+grpc::Status Coordinator::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req, v1::HeartbeatResponse* resp) {
+  {
+    absl::MutexLock l(&mu_);
+    auto it = workers_.find(req->worker_id());
+    if (it == workers_.end()) {
+      return ToGrpc(absl::FailedPreconditionError(absl::StrCat("worker_id: '", req->worker_id(), "' is not registered")));
+    }
+    it->second.last_heartbeat = clock_->Now();
+    resp->set_drain(it->second.draining);
+  }
+  for (const std::string& lease : req->lease_ids()) {
+    const absl::Status st = scheduler_->Renew(lease);
+    if (absl::IsFailedPrecondition(st)) {
+      resp->add_lost_lease_ids(lease);
+      absl::MutexLock l(&mu_);
+      workers_[req->worker_id()].leases.erase(lease);
+    } else if (!st.ok()) {
+      return ToGrpc(st);  // store unavailable: the worker retries
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::ReportResult(grpc::ServerContext*, const v1::ReportResultRequest* req,
+                                       v1::ReportResultResponse* resp) {
+  if (req->lease_id().empty()) return ToGrpc(absl::InvalidArgumentError("lease_id: empty"));
+  const v1::TaskResult& r = req->result();
+  const bool infra = r.attempts_size() > 0 && r.attempts(r.attempts_size() - 1).failure() == v1::FAILURE_CLASS_INFRA;
+  const absl::Status st = infra ? scheduler_->FailInfra(req->lease_id(), r.attempts(r.attempts_size() - 1).failure_detail())
+                                : scheduler_->Complete(req->lease_id(), r.SerializeAsString());
+  if (absl::IsFailedPrecondition(st)) {
+    resp->set_accepted(false);  // the lease was lost: not recorded, and that is final
+  } else if (!st.ok()) {
+    return ToGrpc(st);  // e.g. UNAVAILABLE: the worker retries
+  } else {
+    resp->set_accepted(true);
+  }
+  absl::MutexLock l(&mu_);
+  auto it = workers_.find(req->worker_id());
+  if (it != workers_.end()) it->second.leases.erase(req->lease_id());
+  return grpc::Status::OK;
+}
+
+v1::WorkerStatus Coordinator::StatusOf(const std::string& id, const WorkerEntry& w) const {
+  v1::WorkerStatus s;
+  s.set_worker_id(id);
+  *s.mutable_capabilities() = w.capabilities;
+  const bool lost = clock_->Now() - w.last_heartbeat > options_.lease_duration;
+  s.set_state(lost ? v1::WORKER_STATE_LOST : w.draining ? v1::WORKER_STATE_DRAINING : v1::WORKER_STATE_ACTIVE);
+  ToProto(w.last_heartbeat, s.mutable_last_heartbeat());
+  s.set_running_tasks(static_cast<int32_t>(w.leases.size()));
+  return s;
+}
+
+grpc::Status Coordinator::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse* resp) {
+  absl::MutexLock l(&mu_);
+  std::vector<std::string> ids;
+  for (const auto& [id, w] : workers_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (const std::string& id : ids) *resp->add_workers() = StatusOf(id, workers_.at(id));
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::DrainWorker(grpc::ServerContext*, const v1::DrainWorkerRequest* req,
+                                      v1::DrainWorkerResponse* resp) {
+  absl::MutexLock l(&mu_);
+  auto it = workers_.find(req->worker_id());
+  if (it == workers_.end()) return ToGrpc(absl::NotFoundError(absl::StrCat("worker_id: no worker '", req->worker_id(), "'")));
+  it->second.draining = !req->undrain();
+  *resp->mutable_worker() = StatusOf(it->first, it->second);
+  return grpc::Status::OK;
+}
+
+std::unique_ptr<grpc::Server> StartServer(const std::string& address, Coordinator* coordinator, int* port,
+                                          int max_message_bytes) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder b;
+  b.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  b.SetMaxReceiveMessageSize(max_message_bytes);
+  b.SetMaxSendMessageSize(max_message_bytes);
+  b.RegisterService(static_cast<v1::ValidationService::Service*>(coordinator));
+  b.RegisterService(static_cast<v1::WorkerService::Service*>(coordinator));
+  b.RegisterService(static_cast<v1::AdminService::Service*>(coordinator));
+  return b.BuildAndStart();
+}
+
+}  // namespace coordinator
+}  // namespace mxval

@@ -1,0 +1,88 @@
+// gRPC glue for the coordinator: ValidationService, WorkerService and
+// AdminService mapped onto the job planner and the scheduler.
+//
+// Every RPC validates its request (INVALID_ARGUMENT names the field), maps
+// absl::Status codes to gRPC codes one to one, and never blocks longer than
+// the client's deadline (long polls are capped by max_long_poll).
+#ifndef MXVAL_SERVICE_COORDINATOR_COORDINATOR_SERVICE_H_
+#define MXVAL_SERVICE_COORDINATOR_COORDINATOR_SERVICE_H_
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "mxval/v1/mxval.grpc.pb.h"
+#include "service/coordinator/job_planner.h"
+#include "service/coordinator/scheduler.h"
+
+namespace mxval {
+namespace coordinator {
+
+struct CoordinatorOptions {
+  absl::Duration heartbeat_interval = absl::Seconds(5);
+  absl::Duration lease_duration = absl::Seconds(30);  // reported to workers; the scheduler enforces its own
+  absl::Duration max_long_poll = absl::Seconds(10);
+  absl::Duration poll_step = absl::Milliseconds(2);
+  absl::Duration watch_step = absl::Milliseconds(20);
+  int max_message_bytes = 16 << 20;
+  PlannerOptions planner = PlannerOptions::WithBuiltinTables();
+};
+
+grpc::Status ToGrpc(const absl::Status& s);
+
+// The three services over one scheduler. Thread-safe.
+class Coordinator final : public v1::ValidationService::Service,
+                          public v1::WorkerService::Service,
+                          public v1::AdminService::Service {
+ public:
+  Coordinator(const Clock* clock, Scheduler* scheduler, CoordinatorOptions options);
+
+  // ValidationService
+  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest*, v1::SubmitJobResponse*) override;
+  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest*, v1::Job*) override;
+  grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest*, grpc::ServerWriter<v1::JobEvent>*) override;
+  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest*, v1::CancelJobResponse*) override;
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
+  // WorkerService
+  grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest*, v1::RegisterWorkerResponse*) override;
+  grpc::Status LeaseTask(grpc::ServerContext*, const v1::LeaseTaskRequest*, v1::LeaseTaskResponse*) override;
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*, v1::HeartbeatResponse*) override;
+  grpc::Status ReportResult(grpc::ServerContext*, const v1::ReportResultRequest*, v1::ReportResultResponse*) override;
+  // AdminService
+  grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
+  grpc::Status DrainWorker(grpc::ServerContext*, const v1::DrainWorkerRequest*, v1::DrainWorkerResponse*) override;
+
+  // The Job message (state, progress, spec, and results when asked). NOT_FOUND for unknown ids.
+  absl::StatusOr<v1::Job> BuildJob(const std::string& job_id, bool include_results) const;
+
+ private:
+  struct WorkerEntry {
+    v1::WorkerCapabilities capabilities;
+    std::set<std::string> archs;
+    absl::Time last_heartbeat;
+    bool draining = false;
+    std::set<std::string> leases;
+  };
+  v1::WorkerStatus StatusOf(const std::string& id, const WorkerEntry& w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Clock* clock_;
+  Scheduler* scheduler_;
+  const CoordinatorOptions options_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, WorkerEntry> workers_ ABSL_GUARDED_BY(mu_);
+};
+
+// Builds and starts a server for `coordinator` on `address` ("127.0.0.1:0"),
+// with grpc.health.v1 and server reflection. *port receives the bound port.
+std::unique_ptr<grpc::Server> StartServer(const std::string& address, Coordinator* coordinator, int* port,
+                                          int max_message_bytes = 16 << 20);
+
+}  // namespace coordinator
+}  // namespace mxval
+
+#endif  // MXVAL_SERVICE_COORDINATOR_COORDINATOR_SERVICE_H_

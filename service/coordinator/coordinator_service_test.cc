@@ -1,0 +1,274 @@
+// One in-process coordinator server on 127.0.0.1:0 and real gRPC clients.
+#include "service/coordinator/coordinator_service.h"
+
+#include <functional>
+#include <thread>
+
+#include "grpcpp/generic/generic_stub.h"
+#include "gtest/gtest.h"
+
+namespace mxval::coordinator {
+namespace {
+
+class CoordinatorServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CoordinatorOptions o;
+    o.max_long_poll = absl::Milliseconds(200);
+    coordinator_ = std::make_unique<Coordinator>(&clock_, &scheduler_, o);
+    int port = 0;
+    server_ = StartServer("127.0.0.1:0", coordinator_.get(), &port);
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port, 0);
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+    jobs_ = v1::ValidationService::NewStub(channel);
+    workers_ = v1::WorkerService::NewStub(channel);
+    admin_ = v1::AdminService::NewStub(channel);
+    channel_ = channel;
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration d = absl::Seconds(10)) {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d));
+    return c;
+  }
+
+  v1::JobSpec Spec(int ms = 2) {
+    v1::JobSpec s;
+    s.set_name("test-job");
+    s.add_presets("dsv3-tp8");
+    for (int i = 0; i < ms; ++i) s.add_m_values(1 + i);
+    return s;
+  }
+
+  void Register(const std::string& id) {
+    v1::RegisterWorkerRequest req;
+    req.set_worker_id(id);
+    v1::DeviceInfo* d = req.mutable_capabilities()->add_devices();
+    d->set_arch("cpu");
+    d->set_healthy(true);
+    v1::RegisterWorkerResponse resp;
+    ASSERT_TRUE(workers_->RegisterWorker(Ctx().get(), req, &resp).ok());
+  }
+
+  // Leases one task as `worker` and reports a passing result.
+  bool WorkOne(const std::string& worker) {
+    v1::LeaseTaskRequest lr;
+    lr.set_worker_id(worker);
+    lr.mutable_max_wait()->set_nanos(100'000'000);
+    v1::LeaseTaskResponse lease;
+    if (!workers_->LeaseTask(Ctx().get(), lr, &lease).ok() || !lease.has_task()) return false;
+    v1::ReportResultRequest rr;
+    rr.set_worker_id(worker);
+    rr.set_lease_id(lease.lease_id());
+    v1::TaskResult* r = rr.mutable_result();
+    *r->mutable_shape() = lease.task().shape();
+    r->set_m(lease.task().m());
+    r->mutable_baseline()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+    r->mutable_candidate()->mutable_accuracy()->set_verdict(lease.task().m() == 2 ? v1::VERDICT_FAIL_MISMATCH
+                                                                                   : v1::VERDICT_PASS);
+    v1::ReportResultResponse resp;
+    return workers_->ReportResult(Ctx().get(), rr, &resp).ok() && resp.accepted();
+  }
+
+  FakeClock clock_;
+  Scheduler scheduler_{&clock_, SchedulerOptions{absl::Seconds(30), 3, 10000}};
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::ValidationService::Stub> jobs_;
+  std::unique_ptr<v1::WorkerService::Stub> workers_;
+  std::unique_ptr<v1::AdminService::Stub> admin_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+// grpc.health.v1.Health/Check over the wire. Debian ships no generated
+// health stubs, so this speaks the (tiny) message format directly: an empty
+// HealthCheckRequest, and a response whose field 1 is SERVING (1): 08 01.
+TEST_F(CoordinatorServiceTest, HealthIsServing) {
+  grpc::GenericStub stub(channel_);
+  grpc::CompletionQueue cq;
+  auto ctx = Ctx();
+  grpc::ByteBuffer request, response;
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  auto call = stub.PrepareUnaryCall(ctx.get(), "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  grpc::Status st;
+  call->Finish(&response, &st, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  ASSERT_TRUE(ok);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+TEST_F(CoordinatorServiceTest, BadSpecsAreInvalidArgumentAndStoreNothing) {
+  struct Case { std::function<void(v1::JobSpec&)> mutate; const char* field; } cases[] = {
+      {[](v1::JobSpec& s) { s.clear_presets(); }, "spec.shapes"},
+      {[](v1::JobSpec& s) {
+         s.clear_presets();
+         v1::Shape* sh = s.add_shapes();
+         sh->set_op(v1::OP_KUP);
+         sh->set_b(16);
+         sh->set_n(512);
+         sh->set_k(100);
+       }, "spec.shapes[0].k"},
+      {[](v1::JobSpec& s) { s.mutable_baseline_kernel()->set_library("nope"); }, "spec.baseline_kernel.library"},
+      {[](v1::JobSpec& s) { s.add_m_values(1 << 30); }, "spec.m_values[2]"},
+  };
+  for (const Case& c : cases) {
+    v1::SubmitJobRequest req;
+    *req.mutable_spec() = Spec();
+    c.mutate(*req.mutable_spec());
+    v1::SubmitJobResponse resp;
+    const grpc::Status st = jobs_->SubmitJob(Ctx().get(), req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.field;
+    EXPECT_EQ(st.error_message().rfind(c.field, 0), 0u) << st.error_message();
+  }
+  v1::ListJobsResponse list;
+  ASSERT_TRUE(jobs_->ListJobs(Ctx().get(), v1::ListJobsRequest(), &list).ok());
+  EXPECT_EQ(list.jobs_size(), 0);
+  EXPECT_EQ(scheduler_.QueuedTasks(), 0);
+}
+
+TEST_F(CoordinatorServiceTest, SubmitWorkWatchAndGet) {
+  Register("w1");
+  v1::SubmitJobRequest req;
+  req.set_request_id("ci-123");
+  *req.mutable_spec() = Spec();
+  v1::SubmitJobResponse sub, again;
+  ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &sub).ok());
+  ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &again).ok());
+  EXPECT_EQ(sub.job().job_id(), again.job().job_id());  // idempotent retry
+  EXPECT_EQ(sub.job().progress().tasks_total(), 4);     // (kup, vup) x M in {1, 2}
+  EXPECT_EQ(sub.job().state(), v1::JOB_STATE_QUEUED);
+
+  // Watch in the background while a worker completes the tasks.
+  std::vector<v1::JobEvent> events;
+  std::thread watcher([&] {
+    auto ctx = Ctx();
+    v1::WatchJobRequest w;
+    w.set_job_id(sub.job().job_id());
+    auto reader = jobs_->WatchJob(ctx.get(), w);
+    v1::JobEvent ev;
+    while (reader->Read(&ev)) events.push_back(ev);
+    EXPECT_TRUE(reader->Finish().ok());
+  });
+  int done = 0;
+  while (WorkOne("w1")) ++done;
+  watcher.join();
+  EXPECT_EQ(done, 4);
+  int results = 0;
+  for (const auto& e : events) results += e.has_result();
+  EXPECT_EQ(results, 4);
+  EXPECT_EQ(events.back().job().state(), v1::JOB_STATE_DONE);
+
+  v1::GetJobRequest g;
+  g.set_job_id(sub.job().job_id());
+  g.set_include_results(true);
+  v1::Job job;
+  ASSERT_TRUE(jobs_->GetJob(Ctx().get(), g, &job).ok());
+  EXPECT_EQ(job.state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(job.results_size(), 4);
+  EXPECT_EQ(job.progress().tasks_failed(), 2);  // the M=2 candidates
+  EXPECT_EQ(job.spec().name(), "test-job");
+  ASSERT_EQ(job.results(0).attempts_size(), 1);
+  EXPECT_EQ(job.results(0).attempts(0).worker_id(), "w1");
+  g.set_job_id("job-999");
+  EXPECT_EQ(jobs_->GetJob(Ctx().get(), g, &job).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(CoordinatorServiceTest, LeasesNeedRegistrationAndLostLeasesAreReported) {
+  v1::LeaseTaskRequest lr;
+  lr.set_worker_id("ghost");
+  v1::LeaseTaskResponse lease;
+  EXPECT_EQ(workers_->LeaseTask(Ctx().get(), lr, &lease).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  Register("w1");
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = Spec(1);
+  v1::SubmitJobResponse sub;
+  ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &sub).ok());
+  lr.set_worker_id("w1");
+  ASSERT_TRUE(workers_->LeaseTask(Ctx().get(), lr, &lease).ok());
+  ASSERT_TRUE(lease.has_task());
+  EXPECT_FALSE(lease.task().task_id().empty());
+  EXPECT_EQ(lease.task().baseline_kernel().library(), "mxval-builtin-cpu");
+  // Cancel the job: the next heartbeat tells the worker its lease is lost.
+  v1::CancelJobRequest cr;
+  cr.set_job_id(sub.job().job_id());
+  v1::CancelJobResponse cancelled;
+  ASSERT_TRUE(jobs_->CancelJob(Ctx().get(), cr, &cancelled).ok());
+  EXPECT_EQ(cancelled.job().state(), v1::JOB_STATE_CANCELLED);
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id("w1");
+  hb.add_lease_ids(lease.lease_id());
+  v1::HeartbeatResponse hr;
+  ASSERT_TRUE(workers_->Heartbeat(Ctx().get(), hb, &hr).ok());
+  ASSERT_EQ(hr.lost_lease_ids_size(), 1);
+  // A late report is answered "not accepted", not an error.
+  v1::ReportResultRequest rr;
+  rr.set_worker_id("w1");
+  rr.set_lease_id(lease.lease_id());
+  v1::ReportResultResponse rresp;
+  ASSERT_TRUE(workers_->ReportResult(Ctx().get(), rr, &rresp).ok());
+  EXPECT_FALSE(rresp.accepted());
+}
+
+TEST_F(CoordinatorServiceTest, DrainStopsLeasing) {
+  Register("w1");
+  v1::DrainWorkerRequest dr;
+  dr.set_worker_id("w1");
+  v1::DrainWorkerResponse dresp;
+  ASSERT_TRUE(admin_->DrainWorker(Ctx().get(), dr, &dresp).ok());
+  EXPECT_EQ(dresp.worker().state(), v1::WORKER_STATE_DRAINING);
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = Spec(1);
+  v1::SubmitJobResponse sub;
+  ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &sub).ok());
+  EXPECT_FALSE(WorkOne("w1"));
+  dr.set_undrain(true);
+  ASSERT_TRUE(admin_->DrainWorker(Ctx().get(), dr, &dresp).ok());
+  EXPECT_TRUE(WorkOne("w1"));
+  v1::ListWorkersResponse lw;
+  ASSERT_TRUE(admin_->ListWorkers(Ctx().get(), v1::ListWorkersRequest(), &lw).ok());
+  ASSERT_EQ(lw.workers_size(), 1);
+  EXPECT_EQ(lw.workers(0).state(), v1::WORKER_STATE_ACTIVE);
+  dr.set_worker_id("nobody");
+  EXPECT_EQ(admin_->DrainWorker(Ctx().get(), dr, &dresp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(CoordinatorServiceTest, ListJobsPages) {
+  for (int i = 0; i < 5; ++i) {
+    v1::SubmitJobRequest req;
+    *req.mutable_spec() = Spec(1);
+    v1::SubmitJobResponse sub;
+    ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &sub).ok());
+  }
+  v1::ListJobsRequest lr;
+  lr.set_page_size(2);
+  int seen = 0;
+  std::string token;
+  do {
+    lr.set_page_token(token);
+    v1::ListJobsResponse resp;
+    ASSERT_TRUE(jobs_->ListJobs(Ctx().get(), lr, &resp).ok());
+    seen += resp.jobs_size();
+    token = resp.next_page_token();
+  } while (!token.empty());
+  EXPECT_EQ(seen, 5);
+  lr.set_page_token("garbage");
+  v1::ListJobsResponse resp;
+  EXPECT_EQ(jobs_->ListJobs(Ctx().get(), lr, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace mxval::coordinator
