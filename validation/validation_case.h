@@ -70,6 +70,7 @@ using KernelFn = std::function<absl::Status(const CaseData&, uint16_t* y)>;
 struct CaseResult {
   reference::AccuracyReport accuracy;
   double kernel_seconds = 0;     // best of the timed repetitions
+  std::vector<double> kernel_times;  // every repetition, seconds
   double reference_seconds = 0;
   int64_t rows_checked = 0;      // M, or the sampled row count
 };

@@ -1,0 +1,164 @@
+#include "service/worker/task_runner.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/inputs.h"
+#include "kernels/cpu/cpu_kernel_library.h"
+#include "kernels/mxfp4/quantize.h"
+#include "validation/abi_kernel.h"
+#include "validation/validation_case.h"
+
+namespace mxval {
+namespace worker {
+namespace {
+
+v1::Verdict ToProto(reference::Verdict v) {
+  switch (v) {
+    case reference::Verdict::kPass: return v1::VERDICT_PASS;
+    case reference::Verdict::kFailMismatch: return v1::VERDICT_FAIL_MISMATCH;
+    case reference::Verdict::kFailNonFinite: return v1::VERDICT_FAIL_NON_FINITE;
+    case reference::Verdict::kFailUnwritten: return v1::VERDICT_FAIL_UNWRITTEN;
+    case reference::Verdict::kFailCatastrophic: return v1::VERDICT_FAIL_CATASTROPHIC;
+    case reference::Verdict::kInvalid: return v1::VERDICT_INVALID;
+  }
+  return v1::VERDICT_UNSPECIFIED;
+}
+
+void FillAccuracy(const reference::AccuracyReport& a, v1::Accuracy* out) {
+  out->set_verdict(ToProto(a.verdict));
+  out->set_reason(a.reason);
+  out->set_checked(a.checked);
+  out->set_max_abs_err(a.max_abs_err);
+  out->set_max_rel_err(a.max_rel_err);
+  out->set_rel_fro_err(a.rel_fro_err);
+  out->set_cosine(a.cosine);
+  out->set_nan_count(a.nan_count);
+  out->set_inf_count(a.inf_count);
+  out->set_unwritten_count(a.unwritten_count);
+  out->set_mismatch_count(a.mismatch_count);
+  out->set_mismatch_fraction(a.mismatch_fraction);
+  out->set_accumulation_allowed(a.accumulation_allowed);
+  for (const auto& e : a.first_mismatches) {
+    v1::ElementError* p = out->add_first_mismatches();
+    p->set_b(e.b);
+    p->set_m(e.m);
+    p->set_n(e.n);
+    p->set_got(e.got);
+    p->set_want(e.want);
+  }
+}
+
+double Pct(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * (v.size() - 1) + 0.5)];
+}
+
+TileConfig FromProto(const v1::TileConfig& c) {
+  return TileConfig{c.block_m(), c.block_n(), c.block_k(), c.ksplit() == 0 ? 1 : c.ksplit(),
+                    c.num_stages() == 0 ? 2 : c.num_stages(), c.num_warps() == 0 ? 4 : c.num_warps()};
+}
+
+// One side (baseline or candidate) of a task.
+void RunSide(const CaseData& data, const v1::KernelRef& ref, const v1::TileConfig& config, const std::string& entry,
+             const v1::TaskSpec& task, KernelResolver& kernels, const TaskRunnerOptions& o, v1::KernelRun* out) {
+  *out->mutable_kernel() = ref;
+  out->set_dispatch_entry(entry);
+  *out->mutable_config() = config;
+  auto kernel = kernels.Resolve(ref);
+  if (!kernel.ok()) {
+    out->mutable_accuracy()->set_verdict(v1::VERDICT_ERROR);
+    out->mutable_accuracy()->set_reason(std::string(kernel.status().message()));
+    return;
+  }
+  if ((*kernel)->device != MXVAL_DEVICE_CPU) {
+    out->mutable_accuracy()->set_verdict(v1::VERDICT_ERROR);
+    out->mutable_accuracy()->set_reason("this worker runs CPU kernels only (GPU execution is not wired into the worker yet)");
+    return;
+  }
+  CheckOptions co;
+  co.tolerance.atol = task.tolerance().atol();
+  co.tolerance.rtol = task.tolerance().rtol();
+  co.tolerance.max_mismatch_fraction = task.tolerance().max_mismatch_fraction();
+  co.repetitions = std::max(1, task.repetitions());
+  co.threads = o.threads;
+  auto r = CheckKernel(data, HostAbiKernel(*kernel, FromProto(config)), co);
+  if (!r.ok()) {
+    out->mutable_accuracy()->set_verdict(v1::VERDICT_ERROR);
+    out->mutable_accuracy()->set_reason(std::string(r.status().message()));
+    return;
+  }
+  FillAccuracy(r->accuracy, out->mutable_accuracy());
+  v1::Timing* t = out->mutable_timing();
+  t->set_median_us(Pct(r->kernel_times, 0.5) * 1e6);
+  t->set_p10_us(Pct(r->kernel_times, 0.1) * 1e6);
+  t->set_p90_us(Pct(r->kernel_times, 0.9) * 1e6);
+  const GemmShape& s = data.spec.shape;
+  const double bytes = s.B * s.M * s.K * 2.0 + s.B * s.N * (s.K / 2.0 + s.K / 32.0) + s.B * s.M * s.N * 2.0;
+  t->set_tflops(s.Flops() / (t->median_us() * 1e-6) * 1e-12);
+  t->set_gbps(bytes / (t->median_us() * 1e-6) * 1e-9);
+}
+
+}  // namespace
+
+KernelResolver::KernelResolver(std::string kernel_dir) : dir_(std::move(kernel_dir)) {}
+
+absl::StatusOr<const mxval_kernel*> KernelResolver::Resolve(const v1::KernelRef& ref) {
+  KernelLibrary* lib = nullptr;
+  for (auto& [name, l] : libraries_)
+    if (name == ref.library()) lib = l.get();
+  if (lib == nullptr) {
+    absl::StatusOr<std::unique_ptr<KernelLibrary>> opened;
+    if (ref.library() == "mxval-builtin-cpu") {
+      opened = KernelLibrary::FromTable(cpu::CpuKernelLibrary());
+    } else if (!dir_.empty() && ref.library().find('/') == std::string::npos && !ref.library().empty()) {
+      opened = KernelLibrary::Open(absl::StrCat(dir_, "/lib", ref.library(), ".so"));
+    } else {
+      return absl::NotFoundError(absl::StrCat("kernel library '", ref.library(), "' is not available on this worker"));
+    }
+    if (!opened.ok()) return opened.status();
+    libraries_.emplace_back(ref.library(), std::move(*opened));
+    lib = libraries_.back().second.get();
+  }
+  if (!ref.build_id().empty() && ref.build_id() != lib->build_id()) {
+    return absl::FailedPreconditionError(absl::StrCat("library '", ref.library(), "' has build_id '", lib->build_id(),
+                                                      "', the task asks for '", ref.build_id(), "'"));
+  }
+  return lib->Find(ref.kernel().empty() ? lib->kernels().front()->name : ref.kernel());
+}
+
+absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver& kernels, const TaskRunnerOptions& o) {
+  const v1::Shape& sh = task.shape();
+  CaseSpec spec;
+  spec.op = sh.op() == v1::OP_KUP ? "kup" : sh.op() == v1::OP_VUP ? "vup" : "custom";
+  spec.shape = {sh.b(), task.m(), sh.n(), sh.k()};
+  spec.layout = sh.layout() == v1::OUTPUT_LAYOUT_BATCH_MAJOR ? OutputLayout::kBatchMajor : OutputLayout::kHeadMajor;
+  spec.strided_x = sh.strided_x();
+  spec.x_pitch_extra = sh.x_pitch_extra();
+  spec.activations = task.activations() == v1::ACTIVATIONS_MXFP4_EVEN ? ActivationMode::kMxfp4Even : ActivationMode::kBf16;
+  auto xg = ParseGenerator(task.inputs().x_generator().empty() ? "normal" : task.inputs().x_generator());
+  if (!xg.ok()) return absl::InvalidArgumentError(absl::StrCat("task.inputs.x_generator: ", xg.status().message()));
+  auto wg = ParseGenerator(task.inputs().w_generator().empty() ? "normal" : task.inputs().w_generator());
+  if (!wg.ok()) return absl::InvalidArgumentError(absl::StrCat("task.inputs.w_generator: ", wg.status().message()));
+  auto rule = mxfp4::ParseScaleRule(task.inputs().w_scale_rule().empty() ? "even" : task.inputs().w_scale_rule());
+  if (!rule.ok()) return absl::InvalidArgumentError(absl::StrCat("task.inputs.w_scale_rule: ", rule.status().message()));
+  spec.x_gen = *xg;
+  spec.w_gen = *wg;
+  spec.w_rule = *rule;
+  spec.seed = task.inputs().seed() == 0 ? 1 : task.inputs().seed();
+  auto data = CaseData::Build(spec, o.max_task_bytes);
+  if (!data.ok()) return data.status();
+  v1::TaskResult result;
+  result.set_task_id(task.task_id());
+  *result.mutable_shape() = sh;
+  result.set_m(task.m());
+  result.set_arch(task.arch());
+  RunSide(*data, task.baseline_kernel(), task.baseline_config(), task.baseline_entry(), task, kernels, o,
+          result.mutable_baseline());
+  RunSide(*data, task.candidate_kernel(), task.candidate_config(), task.candidate_entry(), task, kernels, o,
+          result.mutable_candidate());
+  return result;
+}
+
+}  // namespace worker
+}  // namespace mxval

@@ -1,0 +1,47 @@
+// Runs one validation task in this process: builds the guarded inputs the
+// TaskSpec describes, runs the baseline and the candidate kernel (through the
+// kernel ABI) on poisoned outputs, compares each with the FP32 reference and
+// times them. A kernel that refuses the config or fails is reported as
+// VERDICT_ERROR with its reason; the task itself still succeeds.
+#ifndef MXVAL_SERVICE_WORKER_TASK_RUNNER_H_
+#define MXVAL_SERVICE_WORKER_TASK_RUNNER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/abi/kernel_library.h"
+#include "mxval/v1/mxval.pb.h"
+
+namespace mxval {
+namespace worker {
+
+// Finds kernels by library name: the built-in CPU library, plus shared
+// objects lib<name>.so in `kernel_dir` (loaded once, kept open).
+class KernelResolver {
+ public:
+  explicit KernelResolver(std::string kernel_dir = "");
+  // NOT_FOUND (naming what exists) for unknown libraries or kernels;
+  // FAILED_PRECONDITION for a library whose build_id differs from the one asked.
+  absl::StatusOr<const mxval_kernel*> Resolve(const v1::KernelRef& ref);
+
+ private:
+  std::string dir_;
+  // Keyed by the requested library name (a table's own name may differ).
+  std::vector<std::pair<std::string, std::unique_ptr<KernelLibrary>>> libraries_;
+};
+
+struct TaskRunnerOptions {
+  int64_t max_task_bytes = int64_t{16} << 30;
+  int threads = 0;
+};
+
+// INVALID_ARGUMENT for a malformed TaskSpec; RESOURCE_EXHAUSTED over the memory cap.
+absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver& kernels,
+                                       const TaskRunnerOptions& options);
+
+}  // namespace worker
+}  // namespace mxval
+
+#endif  // MXVAL_SERVICE_WORKER_TASK_RUNNER_H_
