@@ -13,6 +13,9 @@
 #include "common/tensor_io.h"
 #include "kernels/mxfp4/quantize.h"
 #include "reference/reference_gemm.h"
+#include "service/worker/task_runner.h"
+#include <iostream>
+#include <iterator>
 
 namespace mxval {
 namespace {
@@ -311,6 +314,28 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   return failed ? kExitFailed : kExitOk;
 }
 
+// Hidden: the worker's child process. Reads a serialized TaskSpec on stdin,
+// writes the serialized TaskResult on stdout.
+int RunTaskChild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string kernel_dir;
+  int64_t threads = 0;
+  FlagSet f("__run-task", "Internal: runs one task for the worker daemon (TaskSpec on stdin, TaskResult on stdout).");
+  f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries (lib<name>.so)");
+  f.Int("threads", &threads, "threads (0 = all)");
+  if (int rc = ParseOrExit(f, args, "__run-task", out, err); rc >= 0) return rc;
+  std::string bytes((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  v1::TaskSpec task;
+  if (!task.ParseFromString(bytes)) return Fail(err, "__run-task", absl::InvalidArgumentError("stdin: not a TaskSpec"));
+  worker::KernelResolver kernels(kernel_dir);
+  worker::TaskRunnerOptions o;
+  o.threads = static_cast<int>(threads);
+  auto result = worker::RunTask(task, kernels, o);
+  if (!result.ok()) return Fail(err, "__run-task", result.status());
+  if (!result->SerializeToOstream(&out)) return Fail(err, "__run-task", absl::InternalError("cannot write stdout"));
+  out.flush();
+  return kExitOk;
+}
+
 struct Verb {
   const char* summary;
   int (*fn)(const std::vector<std::string>&, std::ostream&, std::ostream&);
@@ -344,6 +369,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     out << TopUsage();
     return kExitOk;
   }
+  if (args[0] == "__run-task") return RunTaskChild(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
   auto it = Verbs().find(args[0]);
   if (it == Verbs().end()) {
     err << "mxval: unknown verb '" << args[0] << "'\n" << TopUsage();

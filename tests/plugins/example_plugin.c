@@ -5,11 +5,14 @@
  *
  * With -DMXVAL_EXAMPLE_RAGGED_K_BUG it reproduces a real shipped bug: a mask
  * that only covers the first half of K when K = 192. The tests validate both
- * builds and expect the buggy one to fail.
+ * builds and expect the buggy one to fail. -DMXVAL_EXAMPLE_CRASH (segfault) and
+ * -DMXVAL_EXAMPLE_HANG (never returns) builds exercise the worker's isolation.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mxval/kernel_api.h"
 
@@ -55,6 +58,12 @@ static size_t workspace_size(const mxval_gemm_args* a, const mxval_tile_config* 
 
 static int32_t run(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
   if (can_implement(a, c, err, len) != 0) return 1;
+#ifdef MXVAL_EXAMPLE_CRASH
+  raise(SIGSEGV);
+#endif
+#ifdef MXVAL_EXAMPLE_HANG
+  for (;;) pause();
+#endif
   const uint16_t* x = (const uint16_t*)a->x;
   uint16_t* y = (uint16_t*)a->y;
   int64_t k_end = a->K;
