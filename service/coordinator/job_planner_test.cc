@@ -35,6 +35,7 @@ TEST(JobPlanner, ExpandsPresetsByMAndResolvesDispatchEntries) {
   EXPECT_EQ(t.m(), 1);
   EXPECT_EQ(t.arch(), "cpu");
   EXPECT_EQ(t.baseline_kernel().library(), "mxval-builtin-cpu");
+  EXPECT_EQ(t.baseline_kernel().kernel(), "a16wfp4_cpu");  // the name the CPU library exports
   EXPECT_EQ(t.baseline_entry(), "kup/N=512,K=192/M_LEQ_16");
   EXPECT_EQ(t.baseline_config().block_k(), 64);
   EXPECT_EQ(t.candidate_entry(), t.baseline_entry());  // no candidate table: same

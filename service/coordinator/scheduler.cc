@@ -152,10 +152,12 @@ std::optional<Lease> Scheduler::LeaseTask(const std::string& worker_id, const st
     auto q = queues_.find(arch);
     if (q == queues_.end()) continue;
     int scanned = 0;
+    const absl::Time now = clock_->Now();
     for (auto it = q->second.begin(); it != q->second.end() && scanned < kScan; ++it, ++scanned) {
       const TaskRecord& t = tasks_[it->second];
       const bool preferred = std::none_of(t.attempts.begin(), t.attempts.end(),
                                           [&](const AttemptRecord& a) { return a.worker_id == worker_id; });
+      if (!preferred && now - t.attempts.back().finished < options_.retry_elsewhere_grace) continue;
       const bool better = best == nullptr || (preferred && !best_preferred) ||
                           (preferred == best_preferred && it->first < best->first);
       if (better) {

@@ -40,6 +40,9 @@ struct SchedulerOptions {
   absl::Duration lease_duration = absl::Seconds(30);
   int max_attempts = 3;                 // per task, including the first
   int64_t max_queued_tasks = 1'000'000; // RESOURCE_EXHAUSTED beyond (tasks not yet DONE)
+  // A worker that just failed a task is not offered it again for this long,
+  // so another worker gets the first chance to retry it.
+  absl::Duration retry_elsewhere_grace = absl::Seconds(5);
 };
 
 struct Lease {
@@ -64,8 +67,9 @@ class Scheduler {
   absl::StatusOr<std::string> Submit(const JobInput& job);
 
   // The highest-priority queued task (FIFO within a priority) for one of
-  // `archs`, preferring tasks that have not failed on this worker before;
-  // nullopt if none. Expired leases and deadlines are processed first.
+  // `archs`, preferring tasks that have not failed on this worker; a task that
+  // failed on this worker within retry_elsewhere_grace is not offered to it at
+  // all. nullopt if none. Expired leases and deadlines are processed first.
   std::optional<Lease> LeaseTask(const std::string& worker_id, const std::set<std::string>& archs);
 
   // Extends a lease. UNAVAILABLE if the store write fails. FAILED_PRECONDITION if it is no longer held (expired,

@@ -79,13 +79,17 @@ TEST_F(SchedulerTest, InfraFailuresRetryElsewhereThenGiveUp) {
   auto id = s.Submit(Job(1));
   auto a = s.LeaseTask("w1", {"cpu"});
   ASSERT_TRUE(s.FailInfra(a->lease_id, "child killed by signal 11").ok());
-  // w1 asks again while w2 exists: the task goes to w1 only if nothing else;
-  // prefer another worker: w2 gets it.
+  // w1 asks again at once: it is not handed the task it just crashed on.
+  EXPECT_FALSE(s.LeaseTask("w1", {"cpu"}).has_value());
   auto b = s.LeaseTask("w2", {"cpu"});
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(b->attempt, 2);
   ASSERT_TRUE(s.FailInfra(b->lease_id, "exit 137 (OOM)").ok());
-  auto c = s.LeaseTask("w1", {"cpu"});  // only candidate left: retried even on w1
+  // Both workers failed it recently: neither is offered it within the grace.
+  EXPECT_FALSE(s.LeaseTask("w1", {"cpu"}).has_value());
+  EXPECT_FALSE(s.LeaseTask("w2", {"cpu"}).has_value());
+  clock.Advance(absl::Seconds(6));
+  auto c = s.LeaseTask("w1", {"cpu"});  // after the grace: retried even on w1
   ASSERT_TRUE(c.has_value());
   ASSERT_TRUE(s.FailInfra(c->lease_id, "timeout").ok());
   EXPECT_FALSE(s.LeaseTask("w3", {"cpu"}).has_value());  // max_attempts = 3 reached

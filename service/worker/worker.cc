@@ -1,0 +1,198 @@
+#include "service/worker/worker.h"
+
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "service/worker/child_runner.h"
+
+namespace mxval {
+namespace worker {
+
+Worker::Worker(WorkerOptions options) : options_(std::move(options)) {}
+Worker::~Worker() = default;
+
+absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions o) {
+  if (o.coordinator.empty()) return absl::InvalidArgumentError("coordinator: empty address");
+  if (o.child_argv.empty()) return absl::InvalidArgumentError("child_argv: empty");
+  if (o.worker_id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    o.worker_id = absl::StrCat(host, "-", getpid());
+  }
+  if (o.devices.empty()) {
+    v1::DeviceInfo cpu;
+    cpu.set_index(0);
+    cpu.set_arch("cpu");
+    cpu.set_name("host CPU");
+    cpu.set_healthy(true);
+    o.devices.push_back(cpu);
+  }
+  std::unique_ptr<Worker> w(new Worker(std::move(o)));
+  w->channel_ = grpc::CreateChannel(w->options_.coordinator, grpc::InsecureChannelCredentials());
+  w->stub_ = v1::WorkerService::NewStub(w->channel_);
+  absl::MutexLock l(&w->mu_);
+  w->consecutive_failures_.assign(w->options_.devices.size(), 0);
+  return w;
+}
+
+std::unique_ptr<grpc::ClientContext> Worker::Ctx(absl::Duration d) const {
+  auto c = std::make_unique<grpc::ClientContext>();
+  c->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d));
+  return c;
+}
+
+absl::Status Worker::Register() {
+  v1::RegisterWorkerRequest req;
+  req.set_worker_id(options_.worker_id);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  req.mutable_capabilities()->set_hostname(host);
+  {
+    absl::MutexLock l(&mu_);
+    for (const v1::DeviceInfo& d : options_.devices) *req.mutable_capabilities()->add_devices() = d;
+  }
+  for (const auto& lib : options_.libraries) *req.mutable_capabilities()->add_libraries() = lib;
+  v1::RegisterWorkerResponse resp;
+  const grpc::Status st = stub_->RegisterWorker(Ctx(options_.rpc_timeout).get(), req, &resp);
+  if (!st.ok()) return absl::UnavailableError(absl::StrCat("register: ", st.error_message()));
+  return absl::OkStatus();
+}
+
+bool Worker::device_healthy(int index) const {
+  absl::MutexLock l(&mu_);
+  for (const v1::DeviceInfo& d : options_.devices)
+    if (d.index() == index) return d.healthy();
+  return false;
+}
+
+absl::Status Worker::Run() {
+  // The coordinator may not be up yet (or restarting): retry registration.
+  for (int attempt = 0; !draining_; ++attempt) {
+    if (Register().ok()) break;
+    absl::SleepFor(std::min(absl::Milliseconds(100) * (1 << std::min(attempt, 5)), absl::Seconds(3)));
+  }
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < options_.devices.size(); ++i) threads.emplace_back(&Worker::Executor, this, static_cast<int>(i));
+  std::thread hb(&Worker::Heartbeats, this);
+  for (auto& t : threads) t.join();
+  draining_ = true;
+  hb.join();
+  return absl::OkStatus();
+}
+
+void Worker::Drain() { draining_ = true; }
+
+void Worker::Heartbeats() {
+  while (!draining_ || [&] {
+    absl::MutexLock l(&mu_);
+    return !running_leases_.empty();
+  }()) {
+    v1::HeartbeatRequest req;
+    req.set_worker_id(options_.worker_id);
+    {
+      absl::MutexLock l(&mu_);
+      for (const std::string& id : running_leases_) req.add_lease_ids(id);
+    }
+    v1::HeartbeatResponse resp;
+    const grpc::Status st = stub_->Heartbeat(Ctx(options_.rpc_timeout).get(), req, &resp);
+    if (st.ok() && resp.drain()) draining_ = true;
+    if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) (void)Register();  // coordinator forgot us
+    absl::SleepFor(absl::Seconds(1));
+  }
+}
+
+void Worker::Report(const std::string& lease_id, const v1::TaskResult& result) {
+  v1::ReportResultRequest req;
+  req.set_worker_id(options_.worker_id);
+  req.set_lease_id(lease_id);
+  *req.mutable_result() = result;
+  // Retry until the coordinator answers (it may be restarting); "not accepted"
+  // is an answer: the lease was lost and someone else will run the task.
+  for (int attempt = 0;; ++attempt) {
+    v1::ReportResultResponse resp;
+    const grpc::Status st = stub_->ReportResult(Ctx(options_.rpc_timeout).get(), req, &resp);
+    if (st.ok()) return;
+    if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) return;
+    absl::SleepFor(std::min(absl::Milliseconds(50) * (1 << std::min(attempt, 6)), absl::Seconds(3)));
+  }
+}
+
+void Worker::Executor(int slot) {
+  int index;
+  {
+    absl::MutexLock l(&mu_);
+    index = options_.devices[slot].index();
+  }
+  while (!draining_) {
+    {
+      absl::MutexLock l(&mu_);
+      if (!options_.devices[slot].healthy()) return;
+    }
+    v1::LeaseTaskRequest lr;
+    lr.set_worker_id(options_.worker_id);
+    lr.set_device_index(index);
+    lr.mutable_max_wait()->set_seconds(absl::ToInt64Seconds(options_.long_poll));
+    lr.mutable_max_wait()->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(options_.long_poll) % 1000000000));
+    v1::LeaseTaskResponse lease;
+    const grpc::Status st = stub_->LeaseTask(Ctx(options_.long_poll + options_.rpc_timeout).get(), lr, &lease);
+    if (!st.ok()) {
+      if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) (void)Register();
+      absl::SleepFor(absl::Milliseconds(200));
+      continue;
+    }
+    if (!lease.has_task()) continue;
+    {
+      absl::MutexLock l(&mu_);
+      running_leases_.insert(lease.lease_id());
+    }
+    ChildOptions co;
+    co.argv = options_.child_argv;
+    co.timeout = options_.task_timeout;
+    auto outcome = RunChild(co, lease.task().SerializeAsString());
+    v1::TaskResult result;
+    bool infra = true;
+    std::string detail;
+    if (!outcome.ok()) {
+      detail = std::string(outcome.status().message());
+    } else if (outcome->success && result.ParseFromString(outcome->out)) {
+      infra = false;
+    } else {
+      detail = outcome->Describe();
+      if (!outcome->stderr_tail.empty()) absl::StrAppend(&detail, "; stderr tail: ", outcome->stderr_tail);
+    }
+    if (infra) {
+      result.Clear();
+      result.set_task_id(lease.task().task_id());
+      v1::Attempt* a = result.add_attempts();
+      a->set_worker_id(options_.worker_id);
+      a->set_device_index(index);
+      a->set_failure(v1::FAILURE_CLASS_INFRA);
+      a->set_failure_detail(detail);
+      ++infra_failures_;
+    } else {
+      ++completed_;
+    }
+    Report(lease.lease_id(), result);
+    bool now_unhealthy = false;
+    {
+      absl::MutexLock l(&mu_);
+      running_leases_.erase(lease.lease_id());
+      int& fails = consecutive_failures_[slot];
+      fails = infra ? fails + 1 : 0;
+      if (fails >= options_.unhealthy_after && options_.devices[slot].healthy()) {
+        options_.devices[slot].set_healthy(false);
+        now_unhealthy = true;
+      }
+    }
+    if (now_unhealthy) {
+      (void)Register();  // advertise the device as unhealthy
+      return;
+    }
+  }
+}
+
+}  // namespace worker
+}  // namespace mxval

@@ -1,0 +1,76 @@
+// The worker daemon's core: registers with the coordinator (outbound only),
+// runs one executor thread per device that long-polls for a lease, runs the
+// task in an isolated child process (child_runner) and reports the result;
+// a heartbeat thread renews running leases. A crash, hang or kill of the
+// child is reported as an infrastructure failure and the worker goes on; a
+// device with `unhealthy_after` consecutive infrastructure failures stops
+// taking work and is re-advertised as unhealthy. Drain() (SIGTERM) stops
+// leasing, lets running tasks finish and report, then Run() returns.
+#ifndef MXVAL_SERVICE_WORKER_WORKER_H_
+#define MXVAL_SERVICE_WORKER_WORKER_H_
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "mxval/v1/mxval.grpc.pb.h"
+
+namespace mxval {
+namespace worker {
+
+struct WorkerOptions {
+  std::string coordinator;  // "127.0.0.1:port"
+  std::string worker_id;    // default: hostname-pid
+  std::vector<v1::DeviceInfo> devices;  // default: one healthy "cpu" device
+  std::vector<v1::KernelLibraryInfo> libraries;
+  std::vector<std::string> child_argv;  // e.g. {"/path/mxval", "__run-task", "--kernel-dir", dir}
+  absl::Duration task_timeout = absl::Minutes(10);
+  absl::Duration long_poll = absl::Seconds(5);
+  absl::Duration rpc_timeout = absl::Seconds(15);
+  int unhealthy_after = 3;
+};
+
+class Worker {
+ public:
+  // INVALID_ARGUMENT for missing coordinator / child_argv. Does not connect yet.
+  static absl::StatusOr<std::unique_ptr<Worker>> Create(WorkerOptions options);
+  ~Worker();
+
+  // Registers (retrying while the coordinator is unavailable) and serves
+  // until Drain(); returns once every running task has reported.
+  absl::Status Run();
+  // Thread-safe, idempotent; callable from a signal-watching thread.
+  void Drain();
+
+  int64_t tasks_completed() const { return completed_.load(); }
+  int64_t infra_failures() const { return infra_failures_.load(); }
+  bool device_healthy(int index) const;
+
+ private:
+  explicit Worker(WorkerOptions options);
+  absl::Status Register();
+  void Executor(int device_slot);
+  void Heartbeats();
+  void Report(const std::string& lease_id, const v1::TaskResult& result);
+  std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration d) const;
+
+  WorkerOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> completed_{0}, infra_failures_{0};
+  mutable absl::Mutex mu_;
+  std::set<std::string> running_leases_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> consecutive_failures_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace worker
+}  // namespace mxval
+
+#endif  // MXVAL_SERVICE_WORKER_WORKER_H_

@@ -1,0 +1,133 @@
+#include "service/worker/worker.h"
+
+#include <set>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "service/coordinator/coordinator_service.h"
+
+namespace mxval::worker {
+namespace {
+
+using coordinator::Coordinator;
+using coordinator::CoordinatorOptions;
+using coordinator::Scheduler;
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CoordinatorOptions o;
+    o.max_long_poll = absl::Milliseconds(300);
+    o.planner.known_libraries.insert("example_plugin_crash");
+    coordinator_ = std::make_unique<Coordinator>(RealClock::Get(), &scheduler_, o);
+    server_ = coordinator::StartServer("127.0.0.1:0", coordinator_.get(), &port_);
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  std::unique_ptr<Worker> NewWorker(const std::string& id, int unhealthy_after = 100) {
+    WorkerOptions o;
+    o.coordinator = "127.0.0.1:" + std::to_string(port_);
+    o.worker_id = id;
+    o.child_argv = {MXVAL_BIN, "__run-task", "--kernel-dir", MXVAL_PLUGIN_DIR, "--threads", "1"};
+    o.long_poll = absl::Milliseconds(300);
+    o.task_timeout = absl::Seconds(60);
+    o.unhealthy_after = unhealthy_after;
+    auto w = Worker::Create(o);
+    EXPECT_TRUE(w.ok()) << w.status();
+    return std::move(*w);
+  }
+
+  std::string Submit(bool crash_candidate, int ms) {
+    v1::SubmitJobRequest req;
+    req.mutable_spec()->add_presets("dsv3-tp8");
+    for (int m = 1; m <= ms; ++m) req.mutable_spec()->add_m_values(m);
+    req.mutable_spec()->set_repetitions(1);
+    if (crash_candidate) {
+      req.mutable_spec()->mutable_candidate_kernel()->set_library("example_plugin_crash");
+      req.mutable_spec()->mutable_candidate_kernel()->set_kernel("example_naive");
+      req.mutable_spec()->mutable_candidate_kernel()->set_build_id("example-1");
+    }
+    v1::SubmitJobResponse resp;
+    grpc::ServerContext ctx;
+    EXPECT_TRUE(coordinator_->SubmitJob(&ctx, &req, &resp).ok());
+    return resp.job().job_id();
+  }
+
+  // Waits (bounded) until the job is final; the bound only guards against a hang.
+  v1::Job WaitDone(const std::string& job_id) {
+    const absl::Time until = absl::Now() + absl::Seconds(120);
+    while (absl::Now() < until) {
+      auto job = coordinator_->BuildJob(job_id, true);
+      if (job.ok() && job->state() == v1::JOB_STATE_DONE) return *job;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    ADD_FAILURE() << "job " << job_id << " did not finish";
+    return *coordinator_->BuildJob(job_id, true);
+  }
+
+  Scheduler scheduler_{RealClock::Get(), coordinator::SchedulerOptions{absl::Seconds(30), 3, 10000}};
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(WorkerTest, TwoWorkersCompleteAJobWithEveryResultOnce) {
+  auto w1 = NewWorker("w1"), w2 = NewWorker("w2");
+  std::thread t1([&] { EXPECT_TRUE(w1->Run().ok()); }), t2([&] { EXPECT_TRUE(w2->Run().ok()); });
+  const v1::Job job = WaitDone(Submit(false, 3));
+  w1->Drain();
+  w2->Drain();
+  t1.join();
+  t2.join();
+  ASSERT_EQ(job.results_size(), 6);
+  for (const v1::TaskResult& r : job.results()) {
+    EXPECT_EQ(r.baseline().accuracy().verdict(), v1::VERDICT_PASS) << r.baseline().accuracy().reason();
+    EXPECT_EQ(r.candidate().accuracy().verdict(), v1::VERDICT_PASS);
+    EXPECT_EQ(r.attempts_size(), 1);
+  }
+  EXPECT_EQ(w1->tasks_completed() + w2->tasks_completed(), 6);
+  EXPECT_EQ(job.progress().tasks_failed(), 0);
+}
+
+TEST_F(WorkerTest, CrashingKernelIsInfraAndTheWorkerGoesOn) {
+  auto w1 = NewWorker("w1"), w2 = NewWorker("w2");
+  std::thread t1([&] { EXPECT_TRUE(w1->Run().ok()); }), t2([&] { EXPECT_TRUE(w2->Run().ok()); });
+  const v1::Job crashed = WaitDone(Submit(true, 1));
+  ASSERT_EQ(crashed.results_size(), 2);
+  for (const v1::TaskResult& r : crashed.results()) {
+    ASSERT_EQ(r.attempts_size(), 3);  // retried up to the limit, on both workers
+    std::set<std::string> workers;
+    for (const v1::Attempt& a : r.attempts()) {
+      EXPECT_EQ(a.failure(), v1::FAILURE_CLASS_INFRA);
+      EXPECT_NE(a.failure_detail().find("signal 11"), std::string::npos) << a.failure_detail();
+      workers.insert(a.worker_id());
+    }
+    EXPECT_EQ(workers.size(), 2u);
+  }
+  EXPECT_EQ(crashed.progress().tasks_failed(), 2);
+  // The same workers still serve a normal job.
+  const v1::Job ok = WaitDone(Submit(false, 1));
+  EXPECT_EQ(ok.progress().tasks_failed(), 0);
+  w1->Drain();
+  w2->Drain();
+  t1.join();
+  t2.join();
+  EXPECT_EQ(w1->infra_failures() + w2->infra_failures(), 6);
+}
+
+TEST_F(WorkerTest, RepeatedInfraFailuresMarkTheDeviceUnhealthy) {
+  auto w = NewWorker("w1", /*unhealthy_after=*/2);
+  std::thread t([&] { EXPECT_TRUE(w->Run().ok()); });
+  Submit(true, 1);
+  t.join();  // the only device went unhealthy: Run() returns
+  EXPECT_FALSE(w->device_healthy(0));
+  v1::ListWorkersResponse lw;
+  grpc::ServerContext ctx;
+  ASSERT_TRUE(coordinator_->ListWorkers(&ctx, nullptr, &lw).ok());
+  ASSERT_EQ(lw.workers_size(), 1);
+  EXPECT_FALSE(lw.workers(0).capabilities().devices(0).healthy());
+}
+
+}  // namespace
+}  // namespace mxval::worker
