@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/flags.h"
+#include "client/service_verbs.h"
 #include "client/sweep.h"
 #include "common/status_macros.h"
 #include "common/tensor_io.h"
@@ -347,6 +348,10 @@ const std::map<std::string, Verb>& Verbs() {
       {"dequantize", {"dequantize MXFP4 back to float32", Dequantize}},
       {"reference", {"compute the FP32 reference GEMM on tensor files", Reference}},
       {"run", {"local validation sweep of the CPU kernel (shape presets, M lists, configs)", Run}},
+      {"serve", {"run the coordinator (and, with --workers N, local workers) on a SQLite file", ServeVerb}},
+      {"worker", {"run a worker daemon for a coordinator", WorkerVerb}},
+      {"submit", {"submit a validation job to a coordinator (--wait for the report)", SubmitVerb}},
+      {"get", {"print a job's report: table, json, junit or markdown", GetVerb}},
   };
   return *verbs;
 }

@@ -1,0 +1,318 @@
+#include "client/service_verbs.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/flags.h"
+#include "client/report.h"
+#include "google/protobuf/util/json_util.h"
+#include "service/coordinator/coordinator_service.h"
+#include "service/coordinator/sqlite_store.h"
+#include "service/worker/worker.h"
+#include "validation/presets.h"
+
+namespace mxval {
+namespace {
+
+constexpr int kOk = 0, kFailed = 1, kUsage = 2, kInternal = 3;
+
+std::string SelfExe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, n) : "mxval";
+}
+
+sigset_t TerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+// Must run before any thread exists (gRPC starts threads when a channel or
+// server is created): threads inherit the mask, so SIGTERM reaches only the
+// watcher below instead of killing the process.
+void BlockTerminationSignals() {
+  const sigset_t set = TerminationSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+// A thread that calls `on_signal` when SIGTERM/SIGINT arrives (or returns
+// when `stop` is set). BlockTerminationSignals() must have run first.
+std::thread SignalWatcher(std::atomic<bool>* stop, std::function<void()> on_signal) {
+  const sigset_t set = TerminationSignals();
+  return std::thread([set, stop, on_signal] {
+    while (!stop->load()) {
+      timespec ts{0, 200'000'000};
+      if (sigtimedwait(&set, nullptr, &ts) > 0) {
+        on_signal();
+        return;
+      }
+    }
+  });
+}
+
+bool IsLoopback(const std::string& addr) {
+  return absl::StartsWith(addr, "127.") || absl::StartsWith(addr, "localhost:") || absl::StartsWith(addr, "[::1]");
+}
+
+int Usage(std::ostream& err, const std::string& verb, const std::string& msg) {
+  err << "mxval " << verb << ": " << msg << "\n(see mxval " << verb << " --help)\n";
+  return kUsage;
+}
+
+int ParseFlags(FlagSet& f, const std::vector<std::string>& args, const std::string& verb, std::ostream& out,
+               std::ostream& err) {
+  absl::Status st = f.Parse(args);
+  if (!st.ok()) return Usage(err, verb, std::string(st.message()));
+  if (f.help_requested()) {
+    out << f.Usage();
+    return kOk;
+  }
+  return -1;
+}
+
+std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration d) {
+  auto c = std::make_unique<grpc::ClientContext>();
+  c->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d));
+  return c;
+}
+
+int GrpcExit(std::ostream& err, const std::string& verb, const grpc::Status& st) {
+  err << "mxval " << verb << ": " << st.error_message() << " (" << st.error_code() << ")\n";
+  return st.error_code() == grpc::StatusCode::INVALID_ARGUMENT || st.error_code() == grpc::StatusCode::NOT_FOUND
+             ? kUsage
+             : kInternal;
+}
+
+}  // namespace
+
+int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string listen = "127.0.0.1:50051", db = "mxval.db", kernel_dir;
+  int64_t workers = 0, lease_seconds = 30, max_queued = 1'000'000;
+  bool allow_remote = false;
+  FlagSet f("serve",
+            "Runs the coordinator (gRPC on --listen, state in the SQLite file --db); with --workers N also N local\n"
+            "CPU workers in this process (the embedded single-machine mode). SIGTERM drains and exits.");
+  f.String("listen", &listen, "address to listen on (port 0 picks one; printed on stdout)");
+  f.String("db", &db, "SQLite file holding jobs, leases and results");
+  f.Int("workers", &workers, "embedded local CPU workers");
+  f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries for embedded workers");
+  f.Int("lease-seconds", &lease_seconds, "task lease duration");
+  f.Int("max-queued", &max_queued, "unfinished tasks accepted before RESOURCE_EXHAUSTED");
+  f.Bool("insecure-allow-remote", &allow_remote, "listen on a non-loopback address without TLS (not recommended)");
+  if (int rc = ParseFlags(f, args, "serve", out, err); rc >= 0) return rc;
+  BlockTerminationSignals();
+  if (!IsLoopback(listen) && !allow_remote) {
+    return Usage(err, "serve", absl::StrCat("--listen ", listen, " is not a loopback address; without TLS (not built yet) "
+                                            "this needs --insecure-allow-remote"));
+  }
+  if (workers < 0 || workers > 256) return Usage(err, "serve", "--workers must be in [0, 256]");
+  if (lease_seconds < 1 || lease_seconds > 3600) return Usage(err, "serve", "--lease-seconds must be in [1, 3600]");
+  auto store = coordinator::SqliteStore::Open(db);
+  if (!store.ok()) return Usage(err, "serve", absl::StrCat("--db: ", store.status().message()));
+  coordinator::SchedulerOptions so;
+  so.lease_duration = absl::Seconds(lease_seconds);
+  so.max_queued_tasks = max_queued;
+  auto scheduler = coordinator::Scheduler::Create(RealClock::Get(), so, store->get());
+  if (!scheduler.ok()) {
+    err << "mxval serve: " << scheduler.status().message() << "\n";
+    return kInternal;
+  }
+  coordinator::CoordinatorOptions co;
+  co.lease_duration = so.lease_duration;
+  coordinator::Coordinator coord(RealClock::Get(), scheduler->get(), co);
+  std::atomic<bool> stop{false};
+  std::unique_ptr<grpc::Server> server;
+  std::vector<std::unique_ptr<worker::Worker>> local;
+  std::thread signals = SignalWatcher(&stop, [&] {
+    stop = true;
+    for (auto& w : local) w->Drain();
+  });
+  int port = 0;
+  server = coordinator::StartServer(listen, &coord, &port);
+  if (server == nullptr) {
+    stop = true;
+    signals.join();
+    return Usage(err, "serve", absl::StrCat("--listen: cannot listen on ", listen));
+  }
+  const std::string bound = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+  if (!IsLoopback(listen)) err << "mxval serve: WARNING: listening on " << bound << " without TLS or authentication\n";
+  else err << "mxval serve: loopback only, no TLS (the embedded default)\n";
+  out << "listening on " << bound << "\n";
+  out.flush();
+  std::vector<std::thread> worker_threads;
+  for (int i = 0; i < workers; ++i) {
+    worker::WorkerOptions wo;
+    wo.coordinator = bound;
+    wo.worker_id = absl::StrCat("local-", i, "-", getpid());
+    wo.child_argv = {SelfExe(), "__run-task", "--threads", "1"};
+    if (!kernel_dir.empty()) {
+      wo.child_argv.push_back("--kernel-dir");
+      wo.child_argv.push_back(kernel_dir);
+    }
+    auto w = worker::Worker::Create(wo);
+    if (!w.ok()) continue;
+    local.push_back(std::move(*w));
+  }
+  for (auto& w : local) worker_threads.emplace_back([&w] { (void)w->Run(); });
+  std::thread ticker([&] {  // lease expiry and deadlines even when nobody polls
+    while (!stop) {
+      (*scheduler)->Tick();
+      absl::SleepFor(absl::Milliseconds(250));
+    }
+  });
+  signals.join();
+  for (auto& t : worker_threads) t.join();
+  ticker.join();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  err << "mxval serve: stopped\n";
+  return kOk;
+}
+
+int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string coordinator, id, kernel_dir;
+  int64_t task_timeout = 600, unhealthy_after = 3;
+  FlagSet f("worker", "Runs a worker daemon for the coordinator at --coordinator (CPU device). SIGTERM drains and exits.");
+  f.String("coordinator", &coordinator, "coordinator address host:port", true);
+  f.String("id", &id, "worker id (default: hostname-pid)");
+  f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries (lib<name>.so)");
+  f.Int("task-timeout", &task_timeout, "seconds before a task's child process is killed");
+  f.Int("unhealthy-after", &unhealthy_after, "consecutive infrastructure failures that mark the device unhealthy");
+  if (int rc = ParseFlags(f, args, "worker", out, err); rc >= 0) return rc;
+  BlockTerminationSignals();
+  if (task_timeout < 1) return Usage(err, "worker", "--task-timeout must be >= 1");
+  worker::WorkerOptions wo;
+  wo.coordinator = coordinator;
+  wo.worker_id = id;
+  wo.task_timeout = absl::Seconds(task_timeout);
+  wo.unhealthy_after = static_cast<int>(unhealthy_after);
+  wo.child_argv = {SelfExe(), "__run-task"};
+  if (!kernel_dir.empty()) {
+    wo.child_argv.push_back("--kernel-dir");
+    wo.child_argv.push_back(kernel_dir);
+  }
+  auto w = worker::Worker::Create(wo);
+  if (!w.ok()) return Usage(err, "worker", std::string(w.status().message()));
+  std::atomic<bool> stop{false};
+  std::thread signals = SignalWatcher(&stop, [&] { (*w)->Drain(); });
+  const absl::Status st = (*w)->Run();
+  stop = true;
+  signals.join();
+  err << "mxval worker: drained after " << (*w)->tasks_completed() << " tasks\n";
+  return st.ok() ? kOk : kInternal;
+}
+
+int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string coordinator = "127.0.0.1:50051", spec_path, preset, m_text, request_id, format = "table", out_path;
+  bool wait = false;
+  int64_t timeout_s = 3600;
+  FlagSet f("submit", "Submits a validation job (a JSON JobSpec file, or --preset/--m) and optionally waits for it.\n"
+                      "Exit codes: 0 submitted (or, with --wait, every task passed), 1 failures, 2 bad spec, 3 unavailable.");
+  f.String("coordinator", &coordinator, "coordinator address host:port");
+  f.String("spec", &spec_path, "JobSpec as JSON (proto3 JSON mapping)");
+  f.String("preset", &preset, "shape preset (instead of --spec)");
+  f.String("m", &m_text, "M values with --preset, e.g. 1,64,1024");
+  f.String("request-id", &request_id, "idempotency key: a retry returns the same job");
+  f.Bool("wait", &wait, "stream progress and print the report when done");
+  f.String("format", &format, "report format with --wait: table | json | junit | markdown");
+  f.String("out", &out_path, "write the report to this file instead of stdout");
+  f.Int("timeout", &timeout_s, "seconds to wait with --wait");
+  if (int rc = ParseFlags(f, args, "submit", out, err); rc >= 0) return rc;
+  if (!IsReportFormat(format)) return Usage(err, "submit", "--format must be table, json, junit or markdown");
+  v1::SubmitJobRequest req;
+  req.set_request_id(request_id);
+  if (!spec_path.empty()) {
+    std::ifstream in(spec_path);
+    if (!in) return Usage(err, "submit", absl::StrCat("--spec: cannot read '", spec_path, "'"));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto st = google::protobuf::util::JsonStringToMessage(text, req.mutable_spec());
+    if (!st.ok()) return Usage(err, "submit", absl::StrCat("--spec: ", st.message().as_string()));
+  } else if (!preset.empty()) {
+    req.mutable_spec()->add_presets(preset);
+    auto ms = ParseIntList(m_text.empty() ? "1,64,1024" : m_text, "--m");
+    if (!ms.ok()) return Usage(err, "submit", std::string(ms.status().message()));
+    for (int64_t m : *ms) req.mutable_spec()->add_m_values(m);
+    req.mutable_spec()->set_name(absl::StrCat(preset, " sweep"));
+  } else {
+    return Usage(err, "submit", "give --spec FILE or --preset NAME");
+  }
+  auto channel = grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials());
+  auto stub = v1::ValidationService::NewStub(channel);
+  v1::SubmitJobResponse resp;
+  grpc::Status st;
+  for (int attempt = 0; attempt < 5; ++attempt) {  // same request id: safe to retry
+    st = stub->SubmitJob(Ctx(absl::Seconds(30)).get(), req, &resp);
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE || request_id.empty()) break;
+    absl::SleepFor(absl::Milliseconds(200) * (attempt + 1));
+  }
+  if (!st.ok()) return GrpcExit(err, "submit", st);
+  const std::string job_id = resp.job().job_id();
+  err << "submitted " << job_id << " (" << resp.job().progress().tasks_total() << " tasks)\n";
+  if (!wait) {
+    out << job_id << "\n";
+    return kOk;
+  }
+  auto ctx = Ctx(absl::Seconds(timeout_s));
+  v1::WatchJobRequest w;
+  w.set_job_id(job_id);
+  auto reader = stub->WatchJob(ctx.get(), w);
+  v1::JobEvent ev;
+  const bool tty = isatty(2);
+  while (reader->Read(&ev)) {
+    const auto& p = ev.job().progress();
+    const std::string line = absl::StrFormat("%s %d/%d done, %d running, %d failed", v1::JobState_Name(ev.job().state()),
+                                             p.tasks_done(), p.tasks_total(), p.tasks_running(), p.tasks_failed());
+    if (tty) err << "\r" << line << "   " << std::flush;
+    else if (!ev.has_result()) err << line << "\n";
+  }
+  if (tty) err << "\n";
+  st = reader->Finish();
+  if (!st.ok()) return GrpcExit(err, "submit", st);
+  return GetVerb({"--coordinator", coordinator, "--job", job_id, "--format", format, "--out", out_path.empty() ? "-" : out_path},
+                 out, err);
+}
+
+int GetVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string coordinator = "127.0.0.1:50051", job_id, format = "table", out_path = "-";
+  FlagSet f("get", "Prints a job's report. Exit codes: 0 every task passed, 1 some failed or unfinished, 2 unknown job,\n"
+                   "3 coordinator unavailable.");
+  f.String("coordinator", &coordinator, "coordinator address host:port");
+  f.String("job", &job_id, "job id", true);
+  f.String("format", &format, "table | json | junit | markdown");
+  f.String("out", &out_path, "file to write ('-': stdout)");
+  if (int rc = ParseFlags(f, args, "get", out, err); rc >= 0) return rc;
+  if (!IsReportFormat(format)) return Usage(err, "get", "--format must be table, json, junit or markdown");
+  auto stub = v1::ValidationService::NewStub(grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials()));
+  v1::GetJobRequest g;
+  g.set_job_id(job_id);
+  g.set_include_results(true);
+  v1::Job job;
+  const grpc::Status st = stub->GetJob(Ctx(absl::Seconds(30)).get(), g, &job);
+  if (!st.ok()) return GrpcExit(err, "get", st);
+  const std::string report = FormatReport(job, format);
+  if (out_path == "-") {
+    out << report;
+  } else {
+    std::ofstream f2(out_path);
+    f2 << report;
+    if (!f2) {
+      err << "mxval get: cannot write '" << out_path << "'\n";
+      return kInternal;
+    }
+  }
+  const bool all_passed = job.state() == v1::JOB_STATE_DONE && job.progress().tasks_failed() == 0;
+  return all_passed ? kOk : kFailed;
+}
+
+}  // namespace mxval

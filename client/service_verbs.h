@@ -1,0 +1,18 @@
+// The service verbs of the mxval CLI: serve, worker, submit, get.
+#ifndef MXVAL_CLIENT_SERVICE_VERBS_H_
+#define MXVAL_CLIENT_SERVICE_VERBS_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace mxval {
+
+int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int GetVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace mxval
+
+#endif  // MXVAL_CLIENT_SERVICE_VERBS_H_
