@@ -352,6 +352,22 @@ const std::map<std::string, Verb>& Verbs() {
       {"worker", {"run a worker daemon for a coordinator", WorkerVerb}},
       {"submit", {"submit a validation job to a coordinator (--wait for the report)", SubmitVerb}},
       {"get", {"print a job's report: table, json, junit or markdown", GetVerb}},
+      {"demo", {"embedded service demo: coordinator + local workers, GLM-5 sweep, report", DemoVerb}},
+      {"watch", {"stream a job's progress", [](const std::vector<std::string>& a, std::ostream& o, std::ostream& e) {
+                   return AdminVerb("watch", a, o, e);
+                 }}},
+      {"cancel", {"cancel a job", [](const std::vector<std::string>& a, std::ostream& o, std::ostream& e) {
+                    return AdminVerb("cancel", a, o, e);
+                  }}},
+      {"jobs", {"list jobs", [](const std::vector<std::string>& a, std::ostream& o, std::ostream& e) {
+                  return AdminVerb("jobs", a, o, e);
+                }}},
+      {"workers", {"list workers", [](const std::vector<std::string>& a, std::ostream& o, std::ostream& e) {
+                     return AdminVerb("workers", a, o, e);
+                   }}},
+      {"drain", {"drain or undrain a worker", [](const std::vector<std::string>& a, std::ostream& o, std::ostream& e) {
+                   return AdminVerb("drain", a, o, e);
+                 }}},
   };
   return *verbs;
 }

@@ -19,6 +19,7 @@
 #include "service/coordinator/sqlite_store.h"
 #include "service/worker/worker.h"
 #include "validation/presets.h"
+#include "mxval/default_tables.h"
 
 namespace mxval {
 namespace {
@@ -313,6 +314,184 @@ int GetVerb(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   const bool all_passed = job.state() == v1::JOB_STATE_DONE && job.progress().tasks_failed() == 0;
   return all_passed ? kOk : kFailed;
+}
+
+}  // namespace mxval
+
+namespace mxval {
+
+int DemoVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string db = "mxval-demo.db", m_text = "1,16,64,256,1024", format = "markdown";
+  int64_t workers = 2;
+  FlagSet f("demo",
+            "The embedded single-machine service: a coordinator and local CPU workers in this process on a SQLite\n"
+            "file, running the GLM-5 TP4 K-up/V-up sweep of an untuned baseline table (kernels/configs/cpu_naive.json)\n"
+            "against the tuned one (kernels/configs/cpu.json); streams progress and prints the report.");
+  f.String("db", &db, "SQLite file (reused across runs: identical tasks are not rerun)");
+  f.String("m", &m_text, "M values");
+  f.Int("workers", &workers, "local workers");
+  f.String("format", &format, "report format: table | json | junit | markdown");
+  if (int rc = ParseFlags(f, args, "demo", out, err); rc >= 0) return rc;
+  if (!IsReportFormat(format)) return Usage(err, "demo", "--format must be table, json, junit or markdown");
+  auto ms = ParseIntList(m_text, "--m");
+  if (!ms.ok()) return Usage(err, "demo", std::string(ms.status().message()));
+  if (workers < 1 || workers > 64) return Usage(err, "demo", "--workers must be in [1, 64]");
+  BlockTerminationSignals();
+  auto store = coordinator::SqliteStore::Open(db);
+  if (!store.ok()) return Usage(err, "demo", absl::StrCat("--db: ", store.status().message()));
+  auto scheduler = coordinator::Scheduler::Create(RealClock::Get(), coordinator::SchedulerOptions{}, store->get());
+  if (!scheduler.ok()) {
+    err << "mxval demo: " << scheduler.status().message() << "\n";
+    return kInternal;
+  }
+  coordinator::Coordinator coord(RealClock::Get(), scheduler->get(), coordinator::CoordinatorOptions{});
+  int port = 0;
+  auto server = coordinator::StartServer("127.0.0.1:0", &coord, &port);
+  if (!server) return Usage(err, "demo", "cannot listen on 127.0.0.1");
+  const std::string addr = absl::StrCat("127.0.0.1:", port);
+  err << "mxval demo: coordinator on " << addr << " (loopback, no TLS), state in " << db << ", " << workers
+      << " local workers\n";
+  std::vector<std::unique_ptr<worker::Worker>> local;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < workers; ++i) {
+    worker::WorkerOptions wo;
+    wo.coordinator = addr;
+    wo.worker_id = absl::StrCat("demo-", i);
+    wo.child_argv = {SelfExe(), "__run-task", "--threads", "1"};
+    wo.long_poll = absl::Seconds(1);
+    auto w = worker::Worker::Create(wo);
+    if (w.ok()) local.push_back(std::move(*w));
+  }
+  for (auto& w : local) threads.emplace_back([&w] { (void)w->Run(); });
+  v1::JobSpec spec;
+  spec.set_name("glm5-tp4: untuned baseline vs tuned cpu.json");
+  spec.add_presets("glm5-tp4");
+  for (int64_t m : *ms) spec.add_m_values(m);
+  spec.set_repetitions(3);
+  spec.set_reuse_results(true);
+  spec.mutable_baseline_table()->set_name("kernels/configs/cpu_naive.json");
+  spec.mutable_baseline_table()->set_json(kCpuNaiveTableJson);
+  spec.mutable_candidate_table()->set_name("kernels/configs/cpu.json");
+  spec.mutable_candidate_table()->set_json(kDefaultCpuTableJson);
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(spec, &json);
+  const std::string spec_path = db + ".spec.json";
+  std::ofstream(spec_path) << json;
+  const int rc = SubmitVerb({"--coordinator", addr, "--spec", spec_path, "--wait", "--format", format}, out, err);
+  for (auto& w : local) w->Drain();
+  for (auto& t : threads) t.join();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return rc;
+}
+
+}  // namespace mxval
+
+namespace mxval {
+
+// watch, cancel, jobs, workers, drain: thin clients of the coordinator.
+int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string coordinator = "127.0.0.1:50051", job_id, worker_id;
+  bool undrain = false, json = false;
+  int64_t limit = 50;
+  FlagSet f(verb, verb == "watch"     ? "Streams a job's progress until it finishes."
+                  : verb == "cancel"  ? "Cancels a job's unfinished tasks."
+                  : verb == "jobs"    ? "Lists jobs, newest first."
+                  : verb == "workers" ? "Lists workers with their state and devices."
+                                      : "Drains a worker (no new tasks) or undrains it.");
+  f.String("coordinator", &coordinator, "coordinator address host:port");
+  if (verb == "watch" || verb == "cancel") f.String("job", &job_id, "job id", true);
+  if (verb == "drain") {
+    f.String("worker", &worker_id, "worker id", true);
+    f.Bool("undrain", &undrain, "take the worker back into service");
+  }
+  if (verb == "jobs") f.Int("limit", &limit, "jobs to list (1..500)");
+  if (verb == "jobs" || verb == "workers") f.Bool("json", &json, "print JSON");
+  if (int rc = ParseFlags(f, args, verb, out, err); rc >= 0) return rc;
+  auto channel = grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials());
+  google::protobuf::util::JsonPrintOptions jo;
+  jo.add_whitespace = true;
+  if (verb == "watch") {
+    auto stub = v1::ValidationService::NewStub(channel);
+    auto ctx = Ctx(absl::Hours(24));
+    v1::WatchJobRequest w;
+    w.set_job_id(job_id);
+    auto reader = stub->WatchJob(ctx.get(), w);
+    v1::JobEvent ev;
+    v1::Job last;
+    while (reader->Read(&ev)) {
+      last = ev.job();
+      const auto& p = ev.job().progress();
+      if (ev.has_result()) {
+        out << "  " << ev.result().task_id() << " M=" << ev.result().m() << " done\n";
+      } else {
+        out << v1::JobState_Name(ev.job().state()) << " " << p.tasks_done() << "/" << p.tasks_total() << " done, "
+            << p.tasks_failed() << " failed\n";
+      }
+      out.flush();
+    }
+    const grpc::Status st = reader->Finish();
+    if (!st.ok()) return GrpcExit(err, verb, st);
+    return last.state() == v1::JOB_STATE_DONE && last.progress().tasks_failed() == 0 ? kOk : kFailed;
+  }
+  if (verb == "cancel") {
+    v1::CancelJobRequest r;
+    r.set_job_id(job_id);
+    v1::CancelJobResponse resp;
+    const grpc::Status st = v1::ValidationService::NewStub(channel)->CancelJob(Ctx(absl::Seconds(30)).get(), r, &resp);
+    if (!st.ok()) return GrpcExit(err, verb, st);
+    out << job_id << " " << v1::JobState_Name(resp.job().state()) << "\n";
+    return kOk;
+  }
+  if (verb == "jobs") {
+    if (limit < 1 || limit > 500) return Usage(err, verb, "--limit must be in [1, 500]");
+    v1::ListJobsRequest r;
+    r.set_page_size(static_cast<int>(limit));
+    v1::ListJobsResponse resp;
+    const grpc::Status st = v1::ValidationService::NewStub(channel)->ListJobs(Ctx(absl::Seconds(30)).get(), r, &resp);
+    if (!st.ok()) return GrpcExit(err, verb, st);
+    if (json) {
+      std::string s;
+      (void)google::protobuf::util::MessageToJsonString(resp, &s, jo);
+      out << s << "\n";
+      return kOk;
+    }
+    out << absl::StrFormat("%-10s %-20s %9s %6s  %s\n", "job", "state", "done", "failed", "name");
+    for (const v1::Job& j : resp.jobs()) {
+      out << absl::StrFormat("%-10s %-20s %4d/%-4d %6d  %s\n", j.job_id(), v1::JobState_Name(j.state()),
+                             j.progress().tasks_done(), j.progress().tasks_total(), j.progress().tasks_failed(),
+                             j.spec().name());
+    }
+    return kOk;
+  }
+  auto admin = v1::AdminService::NewStub(channel);
+  if (verb == "workers") {
+    v1::ListWorkersResponse resp;
+    const grpc::Status st = admin->ListWorkers(Ctx(absl::Seconds(30)).get(), v1::ListWorkersRequest(), &resp);
+    if (!st.ok()) return GrpcExit(err, verb, st);
+    if (json) {
+      std::string s;
+      (void)google::protobuf::util::MessageToJsonString(resp, &s, jo);
+      out << s << "\n";
+      return kOk;
+    }
+    out << absl::StrFormat("%-24s %-24s %7s  %s\n", "worker", "state", "running", "devices");
+    for (const v1::WorkerStatus& w : resp.workers()) {
+      std::string devs;
+      for (const v1::DeviceInfo& d : w.capabilities().devices())
+        absl::StrAppend(&devs, d.index(), ":", d.arch(), d.healthy() ? "" : "(unhealthy)", " ");
+      out << absl::StrFormat("%-24s %-24s %7d  %s\n", w.worker_id(), v1::WorkerState_Name(w.state()), w.running_tasks(),
+                             devs);
+    }
+    return kOk;
+  }
+  v1::DrainWorkerRequest r;
+  r.set_worker_id(worker_id);
+  r.set_undrain(undrain);
+  v1::DrainWorkerResponse resp;
+  const grpc::Status st = admin->DrainWorker(Ctx(absl::Seconds(30)).get(), r, &resp);
+  if (!st.ok()) return GrpcExit(err, verb, st);
+  out << worker_id << " " << v1::WorkerState_Name(resp.worker().state()) << "\n";
+  return kOk;
 }
 
 }  // namespace mxval

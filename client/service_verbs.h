@@ -11,6 +11,9 @@ namespace mxval {
 int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int DemoVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// "watch", "cancel", "jobs", "workers", "drain".
+int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int GetVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace mxval

@@ -159,5 +159,56 @@ TEST(ServiceIntegration, ThreeHundredTasksSurviveWorkerAndCoordinatorKills) {
   EXPECT_TRUE(WIFEXITED(coord.Wait()));
 }
 
+struct CmdResult {
+  int code;
+  std::string out;
+};
+
+CmdResult Cmd(const std::string& cmd) {
+  CmdResult r{-1, ""};
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(ServiceIntegration, CliVerbsAgainstAnEmbeddedServer) {
+  const std::string dir = ::testing::TempDir();
+  const std::string db = dir + "/mxval_cli.db";
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
+  Proc serve = Proc::Start({MXVAL_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--workers", "2"}, dir + "/serve.out");
+  const int port = WaitForPort(serve.out_path);
+  ASSERT_GT(port, 0) << ReadFile(serve.out_path + ".err");
+  const std::string bin = MXVAL_BIN;
+  const std::string c = absl::StrCat(" --coordinator 127.0.0.1:", port);
+  CmdResult r = Cmd(bin + " submit" + c + " --preset dsv3-tp8 --m 1,2 --request-id cli-1 --wait --format junit");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("<testsuite name=\"mxval job-1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tests=\"4\" failures=\"0\" errors=\"0\""), std::string::npos) << r.out;
+  r = Cmd(bin + " get" + c + " --job job-1 --format markdown");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("| vup B=16 N=128 K=512 | 2 | cpu |"), std::string::npos) << r.out;
+  r = Cmd(bin + " jobs" + c);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("JOB_STATE_DONE"), std::string::npos) << r.out;
+  r = Cmd(bin + " workers" + c);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("WORKER_STATE_ACTIVE"), std::string::npos) << r.out;
+  r = Cmd(bin + " get" + c + " --job job-999");
+  EXPECT_EQ(r.code, 2) << r.out;  // NOT_FOUND
+  std::ofstream(dir + "/bad.json") << R"({"shapes": [{"op": "OP_KUP", "b": 16, "n": 512, "k": 100}], "mValues": [4]})";
+  r = Cmd(bin + " submit" + c + " --spec " + dir + "/bad.json");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("spec.shapes[0].k"), std::string::npos) << r.out;
+  r = Cmd(bin + " drain" + c + " --worker nobody");
+  EXPECT_EQ(r.code, 2) << r.out;
+  serve.Kill(SIGTERM);
+  const int status = serve.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(serve.out_path + ".err");
+}
+
 }  // namespace
 }  // namespace mxval
