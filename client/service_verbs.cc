@@ -15,6 +15,8 @@
 #include "client/flags.h"
 #include "client/report.h"
 #include "google/protobuf/util/json_util.h"
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
 #include "service/coordinator/coordinator_service.h"
 #include "service/coordinator/sqlite_store.h"
 #include "service/worker/worker.h"
@@ -112,6 +114,8 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   f.Int("lease-seconds", &lease_seconds, "task lease duration");
   f.Int("max-queued", &max_queued, "unfinished tasks accepted before RESOURCE_EXHAUSTED");
   f.Bool("insecure-allow-remote", &allow_remote, "listen on a non-loopback address without TLS (not recommended)");
+  std::string metrics_listen;
+  f.String("metrics-listen", &metrics_listen, "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)");
   if (int rc = ParseFlags(f, args, "serve", out, err); rc >= 0) return rc;
   BlockTerminationSignals();
   if (!IsLoopback(listen) && !allow_remote) {
@@ -132,6 +136,17 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   coordinator::CoordinatorOptions co;
   co.lease_duration = so.lease_duration;
+  auto registry = std::make_shared<prometheus::Registry>();
+  coordinator::CoordinatorMetrics metrics(*registry);
+  co.metrics = &metrics;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (!metrics_listen.empty()) {
+    exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
+    exposer->RegisterCollectable(registry);
+    const auto ports = exposer->GetListeningPorts();
+    out << "metrics on " << metrics_listen.substr(0, metrics_listen.rfind(':')) << ":" << (ports.empty() ? 0 : ports[0])
+        << "\n";
+  }
   coordinator::Coordinator coord(RealClock::Get(), scheduler->get(), co);
   std::atomic<bool> stop{false};
   std::unique_ptr<grpc::Server> server;
@@ -167,9 +182,10 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     local.push_back(std::move(*w));
   }
   for (auto& w : local) worker_threads.emplace_back([&w] { (void)w->Run(); });
-  std::thread ticker([&] {  // lease expiry and deadlines even when nobody polls
+  std::thread ticker([&] {  // lease expiry, deadlines and gauges even when nobody polls
     while (!stop) {
       (*scheduler)->Tick();
+      coord.RefreshMetrics();
       absl::SleepFor(absl::Milliseconds(250));
     }
   });
@@ -190,6 +206,8 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries (lib<name>.so)");
   f.Int("task-timeout", &task_timeout, "seconds before a task's child process is killed");
   f.Int("unhealthy-after", &unhealthy_after, "consecutive infrastructure failures that mark the device unhealthy");
+  std::string metrics_listen;
+  f.String("metrics-listen", &metrics_listen, "serve Prometheus metrics at http://ADDR/metrics");
   if (int rc = ParseFlags(f, args, "worker", out, err); rc >= 0) return rc;
   BlockTerminationSignals();
   if (task_timeout < 1) return Usage(err, "worker", "--task-timeout must be >= 1");
@@ -202,6 +220,14 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (!kernel_dir.empty()) {
     wo.child_argv.push_back("--kernel-dir");
     wo.child_argv.push_back(kernel_dir);
+  }
+  auto registry = std::make_shared<prometheus::Registry>();
+  worker::WorkerMetrics metrics(*registry);
+  wo.metrics = &metrics;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (!metrics_listen.empty()) {
+    exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
+    exposer->RegisterCollectable(registry);
   }
   auto w = worker::Worker::Create(wo);
   if (!w.ok()) return Usage(err, "worker", std::string(w.status().message()));

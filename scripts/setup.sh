@@ -15,6 +15,8 @@ PACKAGES=(
   hipcc                  # compile check of the HIP kernels for gfx90a / gfx940 (no AMD GPU here)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # the service API
   libsqlite3-dev         # the coordinator's durable store
+  prometheus-cpp-dev     # metrics (core + pull exposer)
+  prometheus             # promtool, which checks real scrapes in the tests
 )
 
 missing=()

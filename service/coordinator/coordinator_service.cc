@@ -1,6 +1,7 @@
 #include "service/coordinator/coordinator_service.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -114,7 +115,10 @@ absl::StatusOr<v1::Job> Coordinator::BuildJob(const std::string& job_id, bool in
 grpc::Status Coordinator::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req, v1::SubmitJobResponse* resp) {
   if (req->request_id().size() > 256) return ToGrpc(absl::InvalidArgumentError("request_id: longer than 256 bytes"));
   auto plan = PlanJob(req->spec(), options_.planner);
-  if (!plan.ok()) return ToGrpc(plan.status());
+  if (!plan.ok()) {
+    if (options_.metrics) options_.metrics->JobRejected(absl::IsInvalidArgument(plan.status()) ? "invalid" : "exhausted");
+    return ToGrpc(plan.status());
+  }
   JobInput in;
   in.request_id = req->request_id();
   in.priority = plan->priority;
@@ -124,7 +128,13 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext*, const v1::SubmitJobReq
   in.tasks.reserve(plan->tasks.size());
   for (const PlannedTask& t : plan->tasks) in.tasks.push_back({t.spec.arch(), t.dedup_key, t.spec.SerializeAsString()});
   auto id = scheduler_->Submit(in);
-  if (!id.ok()) return ToGrpc(id.status());
+  if (!id.ok()) {
+    if (options_.metrics) {
+      options_.metrics->JobRejected(absl::IsResourceExhausted(id.status()) ? "exhausted" : "unavailable");
+    }
+    return ToGrpc(id.status());
+  }
+  if (options_.metrics) options_.metrics->JobSubmitted();
   auto job = BuildJob(*id, false);
   if (!job.ok()) return ToGrpc(job.status());
   *resp->mutable_job() = std::move(*job);
@@ -291,8 +301,10 @@ grpc::Status Coordinator::ReportResult(grpc::ServerContext*, const v1::ReportRes
   if (req->lease_id().empty()) return ToGrpc(absl::InvalidArgumentError("lease_id: empty"));
   const v1::TaskResult& r = req->result();
   const bool infra = r.attempts_size() > 0 && r.attempts(r.attempts_size() - 1).failure() == v1::FAILURE_CLASS_INFRA;
-  const absl::Status st = infra ? scheduler_->FailInfra(req->lease_id(), r.attempts(r.attempts_size() - 1).failure_detail())
-                                : scheduler_->Complete(req->lease_id(), r.SerializeAsString());
+  absl::Duration ran = -absl::Seconds(1);
+  const absl::Status st =
+      infra ? scheduler_->FailInfra(req->lease_id(), r.attempts(r.attempts_size() - 1).failure_detail(), &ran)
+            : scheduler_->Complete(req->lease_id(), r.SerializeAsString(), &ran);
   if (absl::IsFailedPrecondition(st)) {
     resp->set_accepted(false);  // the lease was lost: not recorded, and that is final
   } else if (!st.ok()) {
@@ -300,10 +312,33 @@ grpc::Status Coordinator::ReportResult(grpc::ServerContext*, const v1::ReportRes
   } else {
     resp->set_accepted(true);
   }
+  if (options_.metrics) {
+    const bool pass = r.baseline().accuracy().verdict() == v1::VERDICT_PASS &&
+                      r.candidate().accuracy().verdict() == v1::VERDICT_PASS;
+    const char* outcome = !resp->accepted() ? "lost" : infra ? "infra" : pass ? "pass" : "fail";
+    options_.metrics->TaskReported(outcome, absl::ToDoubleSeconds(ran));
+  }
   absl::MutexLock l(&mu_);
   auto it = workers_.find(req->worker_id());
   if (it != workers_.end()) it->second.leases.erase(req->lease_id());
   return grpc::Status::OK;
+}
+
+void Coordinator::RefreshMetrics() const {
+  if (options_.metrics == nullptr) return;
+  std::map<std::pair<std::string, std::string>, int> counts;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [id, w] : workers_) {
+      const v1::WorkerStatus s = StatusOf(id, w);
+      const std::string state = s.state() == v1::WORKER_STATE_LOST       ? "lost"
+                                : s.state() == v1::WORKER_STATE_DRAINING ? "draining"
+                                                                          : "active";
+      for (const std::string& arch : w.archs) ++counts[{arch, state}];
+      if (w.archs.empty()) ++counts[{"none", state}];
+    }
+  }
+  options_.metrics->Refresh(scheduler_->Stats(), counts);
 }
 
 v1::WorkerStatus Coordinator::StatusOf(const std::string& id, const WorkerEntry& w) const {

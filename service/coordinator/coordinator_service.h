@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "mxval/v1/mxval.grpc.pb.h"
+#include "service/coordinator/coordinator_metrics.h"
 #include "service/coordinator/job_planner.h"
 #include "service/coordinator/scheduler.h"
 
@@ -31,6 +32,7 @@ struct CoordinatorOptions {
   absl::Duration watch_step = absl::Milliseconds(20);
   int max_message_bytes = 16 << 20;
   PlannerOptions planner = PlannerOptions::WithBuiltinTables();
+  CoordinatorMetrics* metrics = nullptr;  // optional
 };
 
 grpc::Status ToGrpc(const absl::Status& s);
@@ -56,6 +58,9 @@ class Coordinator final : public v1::ValidationService::Service,
   // AdminService
   grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
   grpc::Status DrainWorker(grpc::ServerContext*, const v1::DrainWorkerRequest*, v1::DrainWorkerResponse*) override;
+
+  // Updates the gauges of options.metrics (if any) from the scheduler and the worker registry.
+  void RefreshMetrics() const;
 
   // The Job message (state, progress, spec, and results when asked). NOT_FOUND for unknown ids.
   absl::StatusOr<v1::Job> BuildJob(const std::string& job_id, bool include_results) const;

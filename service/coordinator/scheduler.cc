@@ -134,6 +134,7 @@ void Scheduler::EnqueueLocked(TaskRecord& t) {
   const QueueKey key{jobs_[t.job_id].status.priority, next_seq_++};
   queues_[t.input.arch][key] = t.task_id;
   queued_at_[t.task_id] = key;
+  enqueued_at_[key.seq] = clock_->Now();
   t.state = TaskState::kQueued;
   t.lease_id.clear();
   t.lease_worker.clear();
@@ -182,6 +183,7 @@ std::optional<Lease> Scheduler::LeaseTask(const std::string& worker_id, const st
   if (!PersistLocked(updated).ok()) return std::nullopt;  // the worker polls again
   queues_[best_arch].erase(key);
   queued_at_.erase(task_id);
+  enqueued_at_.erase(key.seq);
   t = std::move(updated);
   lease_to_task_[t.lease_id] = task_id;
   expiries_.insert({t.lease_expiry, t.lease_id});
@@ -227,7 +229,7 @@ void Scheduler::MarkDoneLocked(TaskRecord& t) {
   RefreshJobLocked(j);
 }
 
-absl::Status Scheduler::Complete(const std::string& lease_id, const std::string& result) {
+absl::Status Scheduler::Complete(const std::string& lease_id, const std::string& result, absl::Duration* ran) {
   absl::MutexLock l(&mu_);
   TickLocked();
   TaskRecord* t = HeldLocked(lease_id);
@@ -240,6 +242,7 @@ absl::Status Scheduler::Complete(const std::string& lease_id, const std::string&
   updated.result = result;
   updated.state = TaskState::kDone;
   if (absl::Status st = PersistLocked(updated); !st.ok()) return st;  // the worker retries the report
+  if (ran) *ran = updated.attempts.back().finished - updated.attempts.back().started;
   ReleaseLeaseLocked(*t);
   *t = std::move(updated);
   t->state = TaskState::kLeased;  // MarkDoneLocked performs the transition
@@ -266,6 +269,7 @@ absl::Status Scheduler::FinishAttemptLocked(TaskRecord& t, const std::string& de
   ReleaseLeaseLocked(t);
   t = std::move(updated);
   if (retry) {
+    ++retries_;
     EnqueueLocked(t);
     RefreshJobLocked(jobs_[t.job_id]);
   } else {
@@ -274,12 +278,15 @@ absl::Status Scheduler::FinishAttemptLocked(TaskRecord& t, const std::string& de
   return absl::OkStatus();
 }
 
-absl::Status Scheduler::FailInfra(const std::string& lease_id, const std::string& detail) {
+absl::Status Scheduler::FailInfra(const std::string& lease_id, const std::string& detail, absl::Duration* ran) {
   absl::MutexLock l(&mu_);
   TickLocked();
   TaskRecord* t = HeldLocked(lease_id);
   if (t == nullptr) return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is not held"));
-  return FinishAttemptLocked(*t, detail);
+  const absl::Time started = t->attempts.back().started;
+  absl::Status st = FinishAttemptLocked(*t, detail);
+  if (st.ok() && ran) *ran = clock_->Now() - started;
+  return st;
 }
 
 absl::Status Scheduler::CancelTasksLocked(Job& j, JobState final_state) {
@@ -297,6 +304,7 @@ absl::Status Scheduler::CancelTasksLocked(Job& j, JobState final_state) {
     if (t.state == TaskState::kQueued) {
       auto k = queued_at_.find(id);
       queues_[t.input.arch].erase(k->second);
+      enqueued_at_.erase(k->second.seq);
       queued_at_.erase(k);
     } else {
       ReleaseLeaseLocked(t);  // the worker learns at its next heartbeat
@@ -338,6 +346,7 @@ void Scheduler::TickLocked() {
       continue;
     }
     if (!FinishAttemptLocked(*t, "lease expired: worker lost or stalled").ok()) break;  // store down: next tick
+    ++lease_expiries_;
   }
   while (!deadlines_.empty() && deadlines_.begin()->first < now) {
     Job& j = jobs_[deadlines_.begin()->second];
@@ -378,6 +387,26 @@ absl::StatusOr<std::vector<TaskRecord>> Scheduler::GetTasks(const std::string& j
   out.reserve(it->second.task_ids.size());
   for (const std::string& id : it->second.task_ids) out.push_back(tasks_.at(id));
   return out;
+}
+
+SchedulerStats Scheduler::Stats() const {
+  absl::MutexLock l(&mu_);
+  SchedulerStats s;
+  s.tasks_queued = static_cast<int64_t>(queued_at_.size());
+  s.tasks_leased = static_cast<int64_t>(lease_to_task_.size());
+  for (const auto& [id, j] : jobs_) {
+    switch (j.status.state) {
+      case JobState::kQueued: ++s.jobs_queued; break;
+      case JobState::kRunning: ++s.jobs_running; break;
+      case JobState::kDone: ++s.jobs_done; break;
+      case JobState::kCancelled: ++s.jobs_cancelled; break;
+      case JobState::kExpired: ++s.jobs_expired; break;
+    }
+  }
+  s.oldest_queued_age = enqueued_at_.empty() ? absl::ZeroDuration() : clock_->Now() - enqueued_at_.begin()->second;
+  s.lease_expiries_total = lease_expiries_;
+  s.retries_total = retries_;
+  return s;
 }
 
 std::vector<JobStatus> Scheduler::ListJobs() const {

@@ -52,6 +52,14 @@ struct Lease {
   int attempt = 0;  // 1-based
 };
 
+struct SchedulerStats {
+  int64_t tasks_queued = 0, tasks_leased = 0;
+  int64_t jobs_queued = 0, jobs_running = 0, jobs_done = 0, jobs_cancelled = 0, jobs_expired = 0;
+  absl::Duration oldest_queued_age;  // zero when nothing is queued
+  int64_t lease_expiries_total = 0;  // leases that expired (worker lost or stalled)
+  int64_t retries_total = 0;         // attempts re-queued after an infrastructure failure
+};
+
 class Scheduler {
  public:
   // Without a store: in-memory only (tests, benchmarks).
@@ -78,12 +86,13 @@ class Scheduler {
 
   // Records the result of a held lease, exactly once. FAILED_PRECONDITION if
   // the lease is not held (a late report from a worker presumed dead).
-  absl::Status Complete(const std::string& lease_id, const std::string& result);
+  // *ran (optional) receives the attempt's duration (lease to report).
+  absl::Status Complete(const std::string& lease_id, const std::string& result, absl::Duration* ran = nullptr);
 
   // The worker could not run the task (crash, signal, timeout, OOM): records
   // an infrastructure attempt and re-queues, or finishes the task as an
   // infrastructure failure after max_attempts. FAILED_PRECONDITION if not held.
-  absl::Status FailInfra(const std::string& lease_id, const std::string& detail);
+  absl::Status FailInfra(const std::string& lease_id, const std::string& detail, absl::Duration* ran = nullptr);
 
   // Cancels a job's unfinished tasks. NOT_FOUND for an unknown job.
   absl::Status Cancel(const std::string& job_id);
@@ -93,6 +102,7 @@ class Scheduler {
 
   absl::StatusOr<JobStatus> GetJob(const std::string& job_id) const;
   absl::StatusOr<std::vector<TaskRecord>> GetTasks(const std::string& job_id) const;
+  SchedulerStats Stats() const;
   // Every job, newest first.
   std::vector<JobStatus> ListJobs() const;
   int64_t QueuedTasks() const;
@@ -138,6 +148,9 @@ class Scheduler {
   // Completed (non-infra) results by dedup key, for reuse.
   absl::flat_hash_map<std::string, std::string> results_by_key_ ABSL_GUARDED_BY(mu_);
   int64_t unfinished_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, absl::Time> enqueued_at_ ABSL_GUARDED_BY(mu_);  // queue seq -> time (oldest first)
+  int64_t lease_expiries_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t retries_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace coordinator

@@ -43,6 +43,20 @@ TEST_F(SchedulerTest, LeaseCompleteOnce) {
   EXPECT_EQ(s.QueuedTasks(), 0);
 }
 
+TEST_F(SchedulerTest, StatsCountQueueAndAge) {
+  ASSERT_TRUE(s.Submit(Job(3)).ok());
+  clock.Advance(absl::Seconds(7));
+  auto st = s.Stats();
+  EXPECT_EQ(st.tasks_queued, 3);
+  EXPECT_EQ(st.jobs_queued, 1);
+  EXPECT_EQ(st.oldest_queued_age, absl::Seconds(7));
+  auto l = s.LeaseTask("w", {"cpu"});
+  st = s.Stats();
+  EXPECT_EQ(st.tasks_queued, 2);
+  EXPECT_EQ(st.tasks_leased, 1);
+  EXPECT_EQ(st.jobs_running, 1);
+}
+
 TEST_F(SchedulerTest, ArchMatching) {
   ASSERT_TRUE(s.Submit(Job(1, 0, "sm_90a")).ok());
   EXPECT_FALSE(s.LeaseTask("cpu-worker", {"cpu"}).has_value());
@@ -64,6 +78,9 @@ TEST_F(SchedulerTest, ExpiredLeaseRequeuesOnAnotherWorkerAndLateReportIsRejected
   // The presumed-dead worker reports late: not recorded.
   EXPECT_EQ(s.Complete(l1->lease_id, "late").code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.Renew(l1->lease_id).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.Stats().lease_expiries_total, 1);
+  EXPECT_EQ(s.Stats().retries_total, 1);
+  EXPECT_EQ(s.Stats().tasks_leased, 1);
   EXPECT_TRUE(s.Complete(l2->lease_id, "good").ok());
   auto t = s.GetTasks(*id)->at(0);
   EXPECT_EQ(t.result, "good");

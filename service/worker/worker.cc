@@ -74,6 +74,10 @@ absl::Status Worker::Run() {
     if (Register().ok()) break;
     absl::SleepFor(std::min(absl::Milliseconds(100) * (1 << std::min(attempt, 5)), absl::Seconds(3)));
   }
+  if (options_.metrics) {
+    absl::MutexLock l(&mu_);
+    for (const v1::DeviceInfo& d : options_.devices) options_.metrics->DeviceHealth(d.index(), d.arch(), d.healthy());
+  }
   std::vector<std::thread> threads;
   for (size_t i = 0; i < options_.devices.size(); ++i) threads.emplace_back(&Worker::Executor, this, static_cast<int>(i));
   std::thread hb(&Worker::Heartbeats, this);
@@ -163,6 +167,17 @@ void Worker::Executor(int slot) {
       detail = outcome->Describe();
       if (!outcome->stderr_tail.empty()) absl::StrAppend(&detail, "; stderr tail: ", outcome->stderr_tail);
     }
+    if (options_.metrics) {
+      if (infra && (!outcome.ok() || outcome->signal != 0 || outcome->timed_out)) options_.metrics->ChildCrash();
+      if (!infra) {
+        options_.metrics->TaskResult(result);
+        const bool pass = result.baseline().accuracy().verdict() == v1::VERDICT_PASS &&
+                          result.candidate().accuracy().verdict() == v1::VERDICT_PASS;
+        options_.metrics->TaskOutcome(pass ? "pass" : "fail");
+      } else {
+        options_.metrics->TaskOutcome("infra");
+      }
+    }
     if (infra) {
       result.Clear();
       result.set_task_id(lease.task().task_id());
@@ -188,6 +203,7 @@ void Worker::Executor(int slot) {
       }
     }
     if (now_unhealthy) {
+      if (options_.metrics) options_.metrics->DeviceHealth(index, options_.devices[slot].arch(), false);
       (void)Register();  // advertise the device as unhealthy
       return;
     }

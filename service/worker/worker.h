@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "mxval/v1/mxval.grpc.pb.h"
+#include "service/worker/worker_metrics.h"
 
 namespace mxval {
 namespace worker {
@@ -34,6 +35,7 @@ struct WorkerOptions {
   absl::Duration long_poll = absl::Seconds(5);
   absl::Duration rpc_timeout = absl::Seconds(15);
   int unhealthy_after = 3;
+  WorkerMetrics* metrics = nullptr;  // optional
 };
 
 class Worker {

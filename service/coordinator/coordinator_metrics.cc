@@ -1,0 +1,70 @@
+#include "service/coordinator/coordinator_metrics.h"
+
+#include "absl/time/time.h"
+
+namespace mxval {
+namespace coordinator {
+
+CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
+    : jobs_submitted_(prometheus::BuildCounter()
+                          .Name("mxval_coordinator_jobs_submitted_total")
+                          .Help("Jobs accepted by SubmitJob (idempotent retries not counted).")
+                          .Register(r)
+                          .Add({})),
+      jobs_rejected_(prometheus::BuildCounter()
+                         .Name("mxval_coordinator_jobs_rejected_total")
+                         .Help("SubmitJob calls refused, by reason (invalid, exhausted, unavailable).")
+                         .Register(r)),
+      tasks_reported_(prometheus::BuildCounter()
+                          .Name("mxval_coordinator_tasks_reported_total")
+                          .Help("Task reports by outcome: pass, fail, infra, lost.")
+                          .Register(r)),
+      task_run_seconds_(prometheus::BuildHistogram()
+                            .Name("mxval_coordinator_task_run_seconds")
+                            .Help("Time from lease to report of a task attempt.")
+                            .Register(r)
+                            .Add({}, prometheus::Histogram::BucketBoundaries{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+                                                                             300})),
+      jobs_(prometheus::BuildGauge().Name("mxval_coordinator_jobs").Help("Jobs by state.").Register(r)),
+      tasks_(prometheus::BuildGauge().Name("mxval_coordinator_tasks").Help("Unfinished tasks by state (queued, leased).").Register(r)),
+      queue_oldest_age_(prometheus::BuildGauge()
+                            .Name("mxval_coordinator_queue_oldest_age_seconds")
+                            .Help("Age of the oldest queued task (0 when the queue is empty).")
+                            .Register(r)
+                            .Add({})),
+      lease_expiries_(prometheus::BuildCounter()
+                          .Name("mxval_coordinator_lease_expiries_total")
+                          .Help("Leases that expired: the worker was lost or stalled.")
+                          .Register(r)
+                          .Add({})),
+      retries_(prometheus::BuildCounter()
+                   .Name("mxval_coordinator_task_retries_total")
+                   .Help("Task attempts re-queued after an infrastructure failure or lease expiry.")
+                   .Register(r)
+                   .Add({})),
+      workers_(prometheus::BuildGauge().Name("mxval_coordinator_workers").Help("Registered workers by arch and state.").Register(r)) {}
+
+void CoordinatorMetrics::TaskReported(const std::string& outcome, double run_seconds) {
+  tasks_reported_.Add({{"outcome", outcome}}).Increment();
+  if (run_seconds >= 0) task_run_seconds_.Observe(run_seconds);
+}
+
+void CoordinatorMetrics::Refresh(const SchedulerStats& s, const std::map<std::pair<std::string, std::string>, int>& w) {
+  jobs_.Add({{"state", "queued"}}).Set(static_cast<double>(s.jobs_queued));
+  jobs_.Add({{"state", "running"}}).Set(static_cast<double>(s.jobs_running));
+  jobs_.Add({{"state", "done"}}).Set(static_cast<double>(s.jobs_done));
+  jobs_.Add({{"state", "cancelled"}}).Set(static_cast<double>(s.jobs_cancelled));
+  jobs_.Add({{"state", "expired"}}).Set(static_cast<double>(s.jobs_expired));
+  tasks_.Add({{"state", "queued"}}).Set(static_cast<double>(s.tasks_queued));
+  tasks_.Add({{"state", "leased"}}).Set(static_cast<double>(s.tasks_leased));
+  queue_oldest_age_.Set(absl::ToDoubleSeconds(s.oldest_queued_age));
+  // Counters mirror the scheduler's monotonic totals.
+  if (s.lease_expiries_total > last_expiries_) lease_expiries_.Increment(s.lease_expiries_total - last_expiries_);
+  if (s.retries_total > last_retries_) retries_.Increment(s.retries_total - last_retries_);
+  last_expiries_ = static_cast<double>(s.lease_expiries_total);
+  last_retries_ = static_cast<double>(s.retries_total);
+  for (const auto& [key, n] : w) workers_.Add({{"arch", key.first}, {"state", key.second}}).Set(n);
+}
+
+}  // namespace coordinator
+}  // namespace mxval

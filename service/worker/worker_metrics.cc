@@ -1,0 +1,59 @@
+#include "service/worker/worker_metrics.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace mxval {
+namespace worker {
+
+std::string MBucket(int64_t m) {
+  if (m <= 1) return "1";
+  if (m <= 16) return "2-16";
+  if (m <= 64) return "17-64";
+  if (m <= 256) return "65-256";
+  if (m <= 1024) return "257-1024";
+  if (m <= 4096) return "1025-4096";
+  return "4097+";
+}
+
+WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
+    : kernel_seconds_(prometheus::BuildHistogram()
+                          .Name("mxval_worker_kernel_time_seconds")
+                          .Help("Median kernel time per task, by kernel, side (baseline/candidate) and M bucket.")
+                          .Register(r)),
+      tflops_(prometheus::BuildGauge()
+                  .Name("mxval_worker_kernel_tflops")
+                  .Help("Achieved TFLOP/s of the last task, by kernel and side.")
+                  .Register(r)),
+      rel_err_(prometheus::BuildGauge()
+                   .Name("mxval_worker_kernel_rel_fro_error")
+                   .Help("Relative Frobenius error of the last task, by kernel and side.")
+                   .Register(r)),
+      tasks_(prometheus::BuildCounter().Name("mxval_worker_tasks_total").Help("Tasks by outcome: pass, fail, infra.").Register(r)),
+      child_crashes_(prometheus::BuildCounter()
+                         .Name("mxval_worker_child_crashes_total")
+                         .Help("Task child processes that died on a signal, timed out or failed to start.")
+                         .Register(r)
+                         .Add({})),
+      device_healthy_(prometheus::BuildGauge()
+                          .Name("mxval_worker_device_healthy")
+                          .Help("1 if the device takes work, 0 if marked unhealthy.")
+                          .Register(r)) {}
+
+void WorkerMetrics::TaskResult(const v1::TaskResult& r) {
+  static const prometheus::Histogram::BucketBoundaries kBuckets{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1, 10};
+  for (const auto& [side, run] : {std::pair{"baseline", &r.baseline()}, std::pair{"candidate", &r.candidate()}}) {
+    if (run->kernel().kernel().empty() || run->timing().median_us() <= 0) continue;
+    const std::string& k = run->kernel().kernel();
+    kernel_seconds_.Add({{"kernel", k}, {"side", side}, {"m_bucket", MBucket(r.m())}}, kBuckets)
+        .Observe(run->timing().median_us() * 1e-6);
+    tflops_.Add({{"kernel", k}, {"side", side}}).Set(run->timing().tflops());
+    rel_err_.Add({{"kernel", k}, {"side", side}}).Set(run->accuracy().rel_fro_err());
+  }
+}
+
+void WorkerMetrics::DeviceHealth(int index, const std::string& arch, bool healthy) {
+  device_healthy_.Add({{"device", absl::StrCat(index)}, {"arch", arch}}).Set(healthy ? 1 : 0);
+}
+
+}  // namespace worker
+}  // namespace mxval

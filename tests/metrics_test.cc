@@ -1,0 +1,127 @@
+// Metrics end to end: a coordinator and a worker (in this process, tasks in
+// child processes) run a job; both registries are scraped over HTTP from
+// prometheus-cpp exposers on 127.0.0.1:0; `promtool check metrics` must be
+// clean on each scrape and the expected series must carry plausible values.
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "prometheus/exposer.h"
+#include "service/coordinator/coordinator_service.h"
+#include "service/worker/worker.h"
+
+namespace mxval {
+namespace {
+
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  (void)!write(fd, req.data(), req.size());
+  std::string resp;
+  char buf[8192];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) resp.append(buf, static_cast<size_t>(n));
+  close(fd);
+  const size_t body = resp.find("\r\n\r\n");
+  return body == std::string::npos ? "" : resp.substr(body + 4);
+}
+
+// `promtool check metrics` on the text: returns its output ("" when clean) and exit code.
+std::pair<int, std::string> Promtool(const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/mxval_scrape.txt";
+  std::ofstream(path) << text;
+  FILE* p = popen(("promtool check metrics < " + path + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
+
+TEST(Metrics, ScrapesAreCleanAndPlausible) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "promtool missing (scripts/setup.sh installs it)";
+  auto coord_registry = std::make_shared<prometheus::Registry>();
+  auto worker_registry = std::make_shared<prometheus::Registry>();
+  coordinator::CoordinatorMetrics cm(*coord_registry);
+  worker::WorkerMetrics wm(*worker_registry);
+  coordinator::Scheduler scheduler(RealClock::Get(), coordinator::SchedulerOptions{});
+  coordinator::CoordinatorOptions co;
+  co.max_long_poll = absl::Milliseconds(200);
+  co.metrics = &cm;
+  coordinator::Coordinator coord(RealClock::Get(), &scheduler, co);
+  int port = 0;
+  auto server = coordinator::StartServer("127.0.0.1:0", &coord, &port);
+  ASSERT_NE(server, nullptr);
+  worker::WorkerOptions wo;
+  wo.coordinator = absl::StrCat("127.0.0.1:", port);
+  wo.worker_id = "w1";
+  wo.child_argv = {MXVAL_BIN, "__run-task", "--threads", "1"};
+  wo.long_poll = absl::Milliseconds(200);
+  wo.metrics = &wm;
+  auto w = worker::Worker::Create(wo);
+  ASSERT_TRUE(w.ok());
+  std::thread t([&] { (void)(*w)->Run(); });
+
+  v1::SubmitJobRequest req;
+  req.mutable_spec()->add_presets("dsv3-tp8");
+  req.mutable_spec()->add_m_values(1);
+  req.mutable_spec()->add_m_values(33);
+  req.mutable_spec()->set_repetitions(1);
+  v1::SubmitJobResponse sub;
+  grpc::ServerContext ctx;
+  ASSERT_TRUE(coord.SubmitJob(&ctx, &req, &sub).ok());
+  v1::SubmitJobRequest bad = req;
+  bad.mutable_spec()->add_m_values(0);
+  EXPECT_FALSE(coord.SubmitJob(&ctx, &bad, &sub).ok());
+  for (int i = 0; i < 1200; ++i) {  // bounded wait
+    auto job = coord.BuildJob("job-1", false);
+    if (job.ok() && job->state() == v1::JOB_STATE_DONE) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  (*w)->Drain();
+  t.join();
+  coord.RefreshMetrics();
+
+  prometheus::Exposer coord_exposer("127.0.0.1:0"), worker_exposer("127.0.0.1:0");
+  coord_exposer.RegisterCollectable(coord_registry);
+  worker_exposer.RegisterCollectable(worker_registry);
+  const std::string cs = HttpGet(coord_exposer.GetListeningPorts().at(0), "/metrics");
+  const std::string ws = HttpGet(worker_exposer.GetListeningPorts().at(0), "/metrics");
+  for (const std::string* scrape : {&cs, &ws}) {
+    auto [code, out] = Promtool(*scrape);
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_EQ(out, "") << out;
+  }
+  EXPECT_NE(cs.find("mxval_coordinator_jobs_submitted_total 1"), std::string::npos) << cs;
+  EXPECT_NE(cs.find("mxval_coordinator_jobs_rejected_total{reason=\"invalid\"} 1"), std::string::npos) << cs;
+  EXPECT_NE(cs.find("mxval_coordinator_tasks_reported_total{outcome=\"pass\"} 4"), std::string::npos) << cs;
+  EXPECT_NE(cs.find("mxval_coordinator_jobs{state=\"done\"} 1"), std::string::npos) << cs;
+  EXPECT_NE(cs.find("mxval_coordinator_tasks{state=\"queued\"} 0"), std::string::npos) << cs;
+  EXPECT_NE(cs.find("mxval_coordinator_task_run_seconds_count 4"), std::string::npos) << cs;
+  EXPECT_NE(cs.find("mxval_coordinator_workers{arch=\"cpu\",state=\"active\"} 1"), std::string::npos) << cs;
+  EXPECT_NE(ws.find("mxval_worker_tasks_total{outcome=\"pass\"} 4"), std::string::npos) << ws;
+  EXPECT_NE(ws.find("mxval_worker_kernel_time_seconds_count{kernel=\"a16wfp4_cpu\",m_bucket=\"17-64\",side=\"candidate\"} 2"),
+            std::string::npos)
+      << ws;
+  EXPECT_NE(ws.find("mxval_worker_device_healthy{arch=\"cpu\",device=\"0\"} 1"), std::string::npos) << ws;
+  EXPECT_NE(ws.find("mxval_worker_child_crashes_total 0"), std::string::npos) << ws;
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace mxval
