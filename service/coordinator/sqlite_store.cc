@@ -38,11 +38,20 @@ std::vector<AttemptRecord> ParseAttempts(const std::string& text) {
   return out;
 }
 
-// RAII prepared statement.
+// A prepared statement: owned (finalized on destruction), or borrowed from
+// the store's cache (reset and unbound on destruction, ready for reuse).
 class Stmt {
  public:
   Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
-  ~Stmt() { sqlite3_finalize(s_); }
+  explicit Stmt(sqlite3_stmt* cached) : s_(cached), rc_(cached ? SQLITE_OK : SQLITE_ERROR), owned_(false) {}
+  ~Stmt() {
+    if (owned_) {
+      sqlite3_finalize(s_);
+    } else if (s_ != nullptr) {
+      sqlite3_reset(s_);
+      sqlite3_clear_bindings(s_);
+    }
+  }
   bool ok() const { return rc_ == SQLITE_OK; }
   sqlite3_stmt* get() { return s_; }
   void Text(int i, const std::string& v) { sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
@@ -61,7 +70,15 @@ class Stmt {
  private:
   sqlite3_stmt* s_ = nullptr;
   int rc_;
+  bool owned_ = true;
 };
+
+constexpr int kTaskUpsert = 0, kNextId = 1;
+constexpr char kTaskUpsertSql[] =
+    "INSERT INTO tasks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+    " ON CONFLICT(task_id) DO UPDATE SET state=?7, attempts=?8, lease_id=?9, lease_worker=?10,"
+    " lease_expiry_us=?11, has_result=?12, reused=?13, infra_failed=?14, result=?15";
+constexpr char kNextIdSql[] = "UPDATE meta SET value = ?1 WHERE key = 'next_id'";
 
 absl::Status Err(sqlite3* db, const std::string& what) {
   return absl::UnavailableError(absl::StrCat("store: ", what, ": ", sqlite3_errmsg(db)));
@@ -101,7 +118,13 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
 
 SqliteStore::~SqliteStore() {
   absl::MutexLock l(&mu_);
+  for (sqlite3_stmt* st : prepared_) sqlite3_finalize(st);
   sqlite3_close(db_);
+}
+
+sqlite3_stmt* SqliteStore::PreparedLocked(int slot, const char* sql) {
+  if (prepared_[slot] == nullptr) sqlite3_prepare_v2(db_, sql, -1, &prepared_[slot], nullptr);
+  return prepared_[slot];
 }
 
 absl::Status SqliteStore::Exec(const char* sql) {
@@ -115,16 +138,14 @@ absl::Status SqliteStore::Exec(const char* sql) {
 }
 
 absl::Status SqliteStore::WriteNextIdLocked(uint64_t next_id) {
-  Stmt st(db_, "UPDATE meta SET value = ?1 WHERE key = 'next_id'");
+  Stmt st(PreparedLocked(kNextId, kNextIdSql));
+  if (!st.ok()) return Err(db_, "prepare next_id");
   st.Int(1, static_cast<int64_t>(next_id));
   return sqlite3_step(st.get()) == SQLITE_DONE ? absl::OkStatus() : Err(db_, "next_id");
 }
 
 absl::Status SqliteStore::WriteTaskLocked(const TaskRecord& t) {
-  Stmt st(db_,
-          "INSERT INTO tasks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
-          " ON CONFLICT(task_id) DO UPDATE SET state=?7, attempts=?8, lease_id=?9, lease_worker=?10,"
-          " lease_expiry_us=?11, has_result=?12, reused=?13, infra_failed=?14, result=?15");
+  Stmt st(PreparedLocked(kTaskUpsert, kTaskUpsertSql));
   if (!st.ok()) return Err(db_, "prepare task");
   // seq: position in the job (task ids are "<job>-t<i>"); global order comes from the job's seq.
   const size_t t_pos = t.task_id.rfind("-t");

@@ -9,6 +9,7 @@
 #include "service/coordinator/store.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace mxval {
 namespace coordinator {
@@ -30,8 +31,11 @@ class SqliteStore : public Store {
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteTaskLocked(const TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteNextIdLocked(uint64_t next_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Prepared once, reused (reset + rebind) for every write.
+  sqlite3_stmt* PreparedLocked(int slot, const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  sqlite3_stmt* prepared_[8] ABSL_GUARDED_BY(mu_) = {};
 };
 
 }  // namespace coordinator
