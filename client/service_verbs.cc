@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "client/flags.h"
 #include "client/report.h"
+#include "client/spec_file.h"
 #include "google/protobuf/util/json_util.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
@@ -247,7 +248,7 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   FlagSet f("submit", "Submits a validation job (a JSON JobSpec file, or --preset/--m) and optionally waits for it.\n"
                       "Exit codes: 0 submitted (or, with --wait, every task passed), 1 failures, 2 bad spec, 3 unavailable.");
   f.String("coordinator", &coordinator, "coordinator address host:port");
-  f.String("spec", &spec_path, "JobSpec as JSON (proto3 JSON mapping)");
+  f.String("spec", &spec_path, "JobSpec file: .json (proto3 JSON mapping) or .yaml/.yml (same structure)");
   f.String("preset", &preset, "shape preset (instead of --spec)");
   f.String("m", &m_text, "M values with --preset, e.g. 1,64,1024");
   f.String("request-id", &request_id, "idempotency key: a retry returns the same job");
@@ -260,11 +261,9 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   v1::SubmitJobRequest req;
   req.set_request_id(request_id);
   if (!spec_path.empty()) {
-    std::ifstream in(spec_path);
-    if (!in) return Usage(err, "submit", absl::StrCat("--spec: cannot read '", spec_path, "'"));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto st = google::protobuf::util::JsonStringToMessage(text, req.mutable_spec());
-    if (!st.ok()) return Usage(err, "submit", absl::StrCat("--spec: ", st.message().as_string()));
+    auto spec = LoadJobSpec(spec_path);
+    if (!spec.ok()) return Usage(err, "submit", absl::StrCat("--spec: ", spec.status().message()));
+    *req.mutable_spec() = std::move(*spec);
   } else if (!preset.empty()) {
     req.mutable_spec()->add_presets(preset);
     auto ms = ParseIntList(m_text.empty() ? "1,64,1024" : m_text, "--m");

@@ -17,6 +17,7 @@ PACKAGES=(
   libsqlite3-dev         # the coordinator's durable store
   prometheus-cpp-dev     # metrics (core + pull exposer)
   prometheus             # promtool, which checks real scrapes in the tests
+  libyaml-dev            # YAML job specs
 )
 
 missing=()

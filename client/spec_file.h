@@ -1,0 +1,28 @@
+// Job spec files for the CLI: JSON (proto3 JSON mapping) or YAML (the same
+// structure). Unknown fields, bad types and malformed files are
+// INVALID_ARGUMENT naming the file and, for YAML, the line and column.
+#ifndef MXVAL_CLIENT_SPEC_FILE_H_
+#define MXVAL_CLIENT_SPEC_FILE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "mxval/v1/mxval.pb.h"
+
+namespace mxval {
+
+inline constexpr size_t kMaxSpecFileBytes = 4 << 20;
+
+// YAML text -> JSON text (mappings, sequences, scalars; plain scalars that
+// look like numbers, booleans or null are typed, quoted ones stay strings).
+absl::StatusOr<std::string> YamlToJson(const std::string& yaml);
+
+// Parses spec text; `yaml` selects the syntax.
+absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, bool yaml);
+
+// Loads a spec file: .yaml/.yml as YAML, anything else as JSON.
+absl::StatusOr<v1::JobSpec> LoadJobSpec(const std::string& path);
+
+}  // namespace mxval
+
+#endif  // MXVAL_CLIENT_SPEC_FILE_H_
