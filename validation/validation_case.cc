@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -64,7 +65,7 @@ absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes
       std::copy_n(spec.w_scales_file->data() + r * s.K / 32, s.K / 32, d.scales.data() + r * srow);
     }
   }
-  std::vector<float> wf(s.N * s.K);
+  std::vector<float> wf(spec.w_packed_file ? 0 : s.N * s.K);
   for (int64_t b = 0; b < s.B && !spec.w_packed_file; ++b) {
     FillTensor(spec.w_gen, OperandSeed(spec.seed, 1'000'000 + b), wf.data(), s.N, s.K, s.K);
     MXVAL_RETURN_IF_ERROR(mxfp4::QuantizeRows(wf.data(), s.N, s.K, s.K, spec.w_rule, d.packed.data() + b * s.N * prow,
@@ -76,7 +77,23 @@ absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes
   return d;
 }
 
-absl::StatusOr<CaseResult> CheckKernel(const CaseData& d, const KernelFn& kernel, const CheckOptions& opt) {
+absl::StatusOr<ReferenceOutput> ComputeReference(const CaseData& d, const CheckOptions& opt) {
+  const GemmShape& s = d.spec.shape;
+  ReferenceOutput ref;
+  reference::ReferenceOptions ropt;
+  ropt.activations = d.spec.activations;
+  ropt.threads = opt.threads;
+  if (s.M > opt.sample_above_m) ropt.rows = reference::SampleRows(s.M, opt.sample_rows, d.spec.seed);
+  ref.rows = ropt.rows;
+  ref.want.assign(d.y_elems, 0.0f);
+  const auto t0 = std::chrono::steady_clock::now();
+  MXVAL_RETURN_IF_ERROR(reference::ReferenceGemm(s, d.x_f32.data(), d.xs, d.w, ref.want.data(), d.ys, ropt));
+  ref.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ref;
+}
+
+absl::StatusOr<CaseResult> CheckKernel(const CaseData& d, const KernelFn& kernel, const CheckOptions& opt,
+                                       const ReferenceOutput* reference) {
   const GemmShape& s = d.spec.shape;
   CaseResult res;
   std::vector<uint16_t> y(d.y_elems, reference::kPoisonBf16Bits);
@@ -91,22 +108,23 @@ absl::StatusOr<CaseResult> CheckKernel(const CaseData& d, const KernelFn& kernel
   }
   res.kernel_seconds = best;
 
-  reference::ReferenceOptions ropt;
-  ropt.activations = d.spec.activations;
-  ropt.threads = opt.threads;
-  if (s.M > opt.sample_above_m) ropt.rows = reference::SampleRows(s.M, opt.sample_rows, d.spec.seed);
-  res.rows_checked = ropt.rows.empty() ? s.M : static_cast<int64_t>(ropt.rows.size());
-  std::vector<float> want(d.y_elems, 0.0f);
-  const auto t0 = Clock::now();
-  MXVAL_RETURN_IF_ERROR(reference::ReferenceGemm(s, d.x_f32.data(), d.xs, d.w, want.data(), d.ys, ropt));
-  res.reference_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::optional<ReferenceOutput> own;
+  if (reference == nullptr) {
+    auto r = ComputeReference(d, opt);
+    if (!r.ok()) return r.status();
+    own = std::move(*r);
+    reference = &*own;
+  }
+  res.reference_seconds = reference->seconds;
+  res.rows_checked = reference->rows.empty() ? s.M : static_cast<int64_t>(reference->rows.size());
 
   std::vector<float> got(d.y_elems);
   for (int64_t i = 0; i < d.y_elems; ++i) got[i] = mxfp4::Bf16BitsToFloat(y[i]);
   const auto absdot = [&](int64_t b, int64_t m, int64_t n) {
     return reference::AbsDot(s, d.x_f32.data(), d.xs, d.w, d.spec.activations, b, m, n);
   };
-  res.accuracy = reference::CompareOutputs(s, got.data(), d.ys, want.data(), d.ys, ropt.rows, opt.tolerance, absdot);
+  res.accuracy = reference::CompareOutputs(s, got.data(), d.ys, reference->want.data(), d.ys, reference->rows,
+                                           opt.tolerance, absdot);
   return res;
 }
 

@@ -84,9 +84,19 @@ struct CheckOptions {
   int threads = 0;
 };
 
-// Poisons y, runs the kernel, runs the reference, compares.
-// Errors: the kernel's own error (e.g. INVALID_ARGUMENT from CanImplement).
-absl::StatusOr<CaseResult> CheckKernel(const CaseData& data, const KernelFn& kernel, const CheckOptions& options);
+// The FP32 reference of a case (sampled rows when M > sample_above_m).
+struct ReferenceOutput {
+  std::vector<float> want;     // y_elems, layout of the case; only `rows` filled when sampled
+  std::vector<int64_t> rows;   // empty: every row
+  double seconds = 0;
+};
+absl::StatusOr<ReferenceOutput> ComputeReference(const CaseData& data, const CheckOptions& options);
+
+// Poisons y, runs the kernel, compares with `reference` (computed here when
+// null; pass one to check several kernels on the same case without
+// recomputing it). Errors: the kernel's own (e.g. INVALID_ARGUMENT).
+absl::StatusOr<CaseResult> CheckKernel(const CaseData& data, const KernelFn& kernel, const CheckOptions& options,
+                                       const ReferenceOutput* reference = nullptr);
 
 }  // namespace mxval
 

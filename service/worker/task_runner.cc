@@ -60,8 +60,8 @@ TileConfig FromProto(const v1::TileConfig& c) {
 }
 
 // One side (baseline or candidate) of a task.
-void RunSide(const CaseData& data, const v1::KernelRef& ref, const v1::TileConfig& config, const std::string& entry,
-             const v1::TaskSpec& task, KernelResolver& kernels, const TaskRunnerOptions& o, v1::KernelRun* out) {
+void RunSide(const CaseData& data, const ReferenceOutput& reference, const CheckOptions& co, const v1::KernelRef& ref,
+             const v1::TileConfig& config, const std::string& entry, KernelResolver& kernels, v1::KernelRun* out) {
   *out->mutable_kernel() = ref;
   out->set_dispatch_entry(entry);
   *out->mutable_config() = config;
@@ -76,13 +76,7 @@ void RunSide(const CaseData& data, const v1::KernelRef& ref, const v1::TileConfi
     out->mutable_accuracy()->set_reason("this worker runs CPU kernels only (GPU execution is not wired into the worker yet)");
     return;
   }
-  CheckOptions co;
-  co.tolerance.atol = task.tolerance().atol();
-  co.tolerance.rtol = task.tolerance().rtol();
-  co.tolerance.max_mismatch_fraction = task.tolerance().max_mismatch_fraction();
-  co.repetitions = std::max(1, task.repetitions());
-  co.threads = o.threads;
-  auto r = CheckKernel(data, HostAbiKernel(*kernel, FromProto(config)), co);
+  auto r = CheckKernel(data, HostAbiKernel(*kernel, FromProto(config)), co, &reference);
   if (!r.ok()) {
     out->mutable_accuracy()->set_verdict(v1::VERDICT_ERROR);
     out->mutable_accuracy()->set_reason(std::string(r.status().message()));
@@ -153,9 +147,18 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
   *result.mutable_shape() = sh;
   result.set_m(task.m());
   result.set_arch(task.arch());
-  RunSide(*data, task.baseline_kernel(), task.baseline_config(), task.baseline_entry(), task, kernels, o,
+  CheckOptions co;
+  co.tolerance.atol = task.tolerance().atol();
+  co.tolerance.rtol = task.tolerance().rtol();
+  co.tolerance.max_mismatch_fraction = task.tolerance().max_mismatch_fraction();
+  co.repetitions = std::max(1, task.repetitions());
+  co.threads = o.threads;
+  // One reference for both sides: they run on the same inputs.
+  auto reference = ComputeReference(*data, co);
+  if (!reference.ok()) return reference.status();
+  RunSide(*data, *reference, co, task.baseline_kernel(), task.baseline_config(), task.baseline_entry(), kernels,
           result.mutable_baseline());
-  RunSide(*data, task.candidate_kernel(), task.candidate_config(), task.candidate_entry(), task, kernels, o,
+  RunSide(*data, *reference, co, task.candidate_kernel(), task.candidate_config(), task.candidate_entry(), kernels,
           result.mutable_candidate());
   return result;
 }
