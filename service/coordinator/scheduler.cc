@@ -245,7 +245,6 @@ absl::Status Scheduler::Complete(const std::string& lease_id, const std::string&
   if (ran) *ran = updated.attempts.back().finished - updated.attempts.back().started;
   ReleaseLeaseLocked(*t);
   *t = std::move(updated);
-  t->state = TaskState::kLeased;  // MarkDoneLocked performs the transition
   MarkDoneLocked(*t);
   return absl::OkStatus();
 }
