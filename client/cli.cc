@@ -318,18 +318,29 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 // Hidden: the worker's child process. Reads a serialized TaskSpec on stdin,
 // writes the serialized TaskResult on stdout.
 int RunTaskChild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string kernel_dir;
-  int64_t threads = 0;
+  std::string kernel_dir, runtime_kind;
+  int64_t threads = 0, device = 0;
   FlagSet f("__run-task", "Internal: runs one task for the worker daemon (TaskSpec on stdin, TaskResult on stdout).");
   f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries (lib<name>.so)");
   f.Int("threads", &threads, "threads (0 = all)");
+  f.String("runtime", &runtime_kind, "device runtime for GPU kernels: cuda or hip (empty: CPU only)");
+  f.Int("device", &device, "device index for --runtime");
   if (int rc = ParseOrExit(f, args, "__run-task", out, err); rc >= 0) return rc;
+  std::unique_ptr<DeviceRuntime> runtime;
+  if (!runtime_kind.empty()) {
+    auto rt = OpenRuntime(runtime_kind);
+    if (!rt.ok()) return Fail(err, "__run-task", rt.status());
+    if (absl::Status s = (*rt)->SetDevice(static_cast<int>(device)); !s.ok()) return Fail(err, "__run-task", s);
+    runtime = std::move(*rt);
+  }
   std::string bytes((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   v1::TaskSpec task;
   if (!task.ParseFromString(bytes)) return Fail(err, "__run-task", absl::InvalidArgumentError("stdin: not a TaskSpec"));
-  worker::KernelResolver kernels(kernel_dir);
+  const std::string self = SelfExePath();
+  worker::KernelResolver kernels(kernel_dir, self.substr(0, self.rfind('/')) + "/../lib");
   worker::TaskRunnerOptions o;
   o.threads = static_cast<int>(threads);
+  o.runtime = runtime.get();
   auto result = worker::RunTask(task, kernels, o);
   if (!result.ok()) return Fail(err, "__run-task", result.status());
   if (!result->SerializeToOstream(&out)) return Fail(err, "__run-task", absl::InternalError("cannot write stdout"));

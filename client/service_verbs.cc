@@ -20,6 +20,7 @@
 #include "prometheus/registry.h"
 #include "service/coordinator/coordinator_service.h"
 #include "service/coordinator/sqlite_store.h"
+#include "service/worker/devices.h"
 #include "service/worker/worker.h"
 #include "validation/presets.h"
 #include "mxval/default_tables.h"
@@ -29,11 +30,7 @@ namespace {
 
 constexpr int kOk = 0, kFailed = 1, kUsage = 2, kInternal = 3;
 
-std::string SelfExe() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, n) : "mxval";
-}
+std::string SelfExe() { return SelfExePath(); }
 
 sigset_t TerminationSignals() {
   sigset_t set;
@@ -100,6 +97,12 @@ int GrpcExit(std::ostream& err, const std::string& verb, const grpc::Status& st)
 }
 
 }  // namespace
+
+std::string SelfExePath() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, n) : "mxval";
+}
 
 int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string listen = "127.0.0.1:50051", db = "mxval.db", kernel_dir;
@@ -201,22 +204,39 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
 int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string coordinator, id, kernel_dir;
   int64_t task_timeout = 600, unhealthy_after = 3;
-  FlagSet f("worker", "Runs a worker daemon for the coordinator at --coordinator (CPU device). SIGTERM drains and exits.");
+  FlagSet f("worker", "Runs a worker daemon for the coordinator at --coordinator: one executor per discovered device\n"
+                      "(CUDA or HIP GPUs, else the CPU). SIGTERM drains and exits.");
   f.String("coordinator", &coordinator, "coordinator address host:port", true);
   f.String("id", &id, "worker id (default: hostname-pid)");
   f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries (lib<name>.so)");
   f.Int("task-timeout", &task_timeout, "seconds before a task's child process is killed");
   f.Int("unhealthy-after", &unhealthy_after, "consecutive infrastructure failures that mark the device unhealthy");
-  std::string metrics_listen;
+  std::string metrics_listen, devices = "auto";
   f.String("metrics-listen", &metrics_listen, "serve Prometheus metrics at http://ADDR/metrics");
+  f.String("devices", &devices,
+           "auto (CUDA, then HIP, else the CPU), cpu, cuda, hip; append :0,2 to pick device indexes (cuda:0,2)");
   if (int rc = ParseFlags(f, args, "worker", out, err); rc >= 0) return rc;
   BlockTerminationSignals();
   if (task_timeout < 1) return Usage(err, "worker", "--task-timeout must be >= 1");
+  auto discovered = worker::DiscoverDevices(devices);
+  if (!discovered.ok()) {
+    if (discovered.status().code() == absl::StatusCode::kInvalidArgument) {
+      return Usage(err, "worker", absl::StrCat("--devices: ", discovered.status().message()));
+    }
+    err << "mxval worker: " << discovered.status().message() << "\n";
+    return kInternal;
+  }
+  for (const v1::DeviceInfo& d : discovered->devices) {
+    err << "mxval worker: device " << d.index() << " " << d.arch() << " " << d.name() << " ("
+        << d.memory_bytes() / (1 << 20) << " MiB)\n";
+  }
   worker::WorkerOptions wo;
   wo.coordinator = coordinator;
   wo.worker_id = id;
   wo.task_timeout = absl::Seconds(task_timeout);
   wo.unhealthy_after = static_cast<int>(unhealthy_after);
+  wo.devices = discovered->devices;
+  wo.device_runtime = discovered->runtime;
   wo.child_argv = {SelfExe(), "__run-task"};
   if (!kernel_dir.empty()) {
     wo.child_argv.push_back("--kernel-dir");

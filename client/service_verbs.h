@@ -8,6 +8,9 @@
 
 namespace mxval {
 
+// This executable's path (/proc/self/exe), for spawning task children.
+std::string SelfExePath();
+
 int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

@@ -2,7 +2,10 @@
 # Runs on the GPU machine (NVIDIA H200) from the repository root, with
 # build-gpu/ staged by scripts/stage_gpu_bundle.sh: the kernel tests against
 # the FP32 reference (summary table), then the side-by-side benchmark.
-# Usage: scripts/gpu_check.sh [test|bench|all]   (results under $OUT or /tmp)
+# Usage: scripts/gpu_check.sh [test|service|bench|all]   (results under $OUT or /tmp)
+#   test     gpu_kernel_test: every kernel/config/mode vs the FP32 reference
+#   service  scripts/gpu_service_check.sh: coordinator + GPU worker + a job
+#   bench    bench/gpu_bench.py: side by side with cuBLAS and Triton
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/mxval-gpu}"
@@ -15,6 +18,10 @@ rc=0
 if [ "$what" = test ] || [ "$what" = all ]; then
   MXVAL_THREADS=16 build-gpu/bin/gpu_kernel_test --gtest_brief=1 2>&1 | tee "$OUT/gpu_test.log"
   rc=${PIPESTATUS[0]}
+fi
+if [ "$what" = service ] || [ "$what" = all ]; then
+  bash scripts/gpu_service_check.sh 2>&1 | tee "$OUT/gpu_service.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   PYTHONUNBUFFERED=1 python3 bench/gpu_bench.py --lib "$MXVAL_CUDA_LIBRARY" --out "$OUT/gpu_bench.json" 2>&1 | tee "$OUT/gpu_bench.log"

@@ -1,13 +1,13 @@
 // GPU kernels vs the FP32 reference, on a CUDA device (run by
 // scripts/gpu_check.sh on the H200; skipped where no device is present).
 //
-// The CUDA kernel library is loaded through the kernel ABI with dlopen, as a
-// worker loads any kernel library. Every case mirrors the guarded host
+// The CUDA kernel library is loaded through the kernel ABI with dlopen, and
+// device memory comes from the worker's device-runtime layer, exactly as a
+// worker runs a task. Every case mirrors the guarded host
 // buffers to the device (scales past K/32 = 0xFF, packed bytes past K/2 =
 // 0xFF, x rows past M = NaN, y poisoned), so over-reads and unwritten
 // outputs fail. At the end a summary table per kernel, config and mode is
 // printed.
-#include <cuda_runtime.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,16 +18,12 @@
 
 #include "gtest/gtest.h"
 #include "kernels/abi/kernel_library.h"
+#include "kernels/runtime/device_runtime.h"
 #include "validation/abi_kernel.h"
+#include "validation/device_case.h"
 
 namespace mxval {
 namespace {
-
-#define CUDA_OK(expr)                                                                                   \
-  do {                                                                                                  \
-    cudaError_t e_ = (expr);                                                                            \
-    if (e_ != cudaSuccess) return absl::InternalError(std::string(#expr ": ") + cudaGetErrorString(e_)); \
-  } while (0)
 
 std::string LibraryPath() {
   if (const char* env = std::getenv("MXVAL_CUDA_LIBRARY")) return env;
@@ -37,10 +33,20 @@ std::string LibraryPath() {
   return exe.substr(0, exe.rfind('/')) + "/../lib/libmxval_cuda_kernels.so";
 }
 
-bool HaveDevice() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+// The CUDA runtime through the worker's device-runtime layer (the driver
+// API via dlopen), device 0; null when there is no usable device.
+DeviceRuntime* Cuda() {
+  static std::unique_ptr<DeviceRuntime> rt = []() -> std::unique_ptr<DeviceRuntime> {
+    auto r = OpenCudaRuntime();
+    if (!r.ok()) return nullptr;
+    auto devs = (*r)->Devices();
+    if (!devs.ok() || devs->empty() || !(*r)->SetDevice(0).ok()) return nullptr;
+    return std::move(*r);
+  }();
+  return rt.get();
 }
+
+bool HaveDevice() { return Cuda() != nullptr; }
 
 const KernelLibrary* Library() {
   static std::unique_ptr<KernelLibrary> lib = [] {
@@ -54,47 +60,14 @@ const KernelLibrary* Library() {
   return lib.get();
 }
 
-template <typename T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  size_t n = 0;
-  absl::Status Alloc(size_t count) {
-    n = count;
-    if (count == 0) return absl::OkStatus();
-    CUDA_OK(cudaMalloc(&ptr, count * sizeof(T)));
-    return absl::OkStatus();
-  }
-  ~DeviceBuffer() {
-    if (ptr) cudaFree(ptr);
-  }
-};
-
-// Runs a kernel of the CUDA library on device mirrors of the case's buffers.
-KernelFn DeviceKernel(const mxval_kernel* kernel, const TileConfig& config) {
-  return [kernel, config](const CaseData& d, uint16_t* y) -> absl::Status {
-    DeviceBuffer<uint16_t> dx, dy;
-    DeviceBuffer<uint8_t> dp, ds, dw;
-    if (auto s = dx.Alloc(d.x_bf16.size()); !s.ok()) return s;
-    if (auto s = dp.Alloc(d.packed.size()); !s.ok()) return s;
-    if (auto s = ds.Alloc(d.scales.size()); !s.ok()) return s;
-    if (auto s = dy.Alloc(d.y_elems); !s.ok()) return s;
-    CUDA_OK(cudaMemcpy(dx.ptr, d.x_bf16.data(), d.x_bf16.size() * 2, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dp.ptr, d.packed.data(), d.packed.size(), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(ds.ptr, d.scales.data(), d.scales.size(), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dy.ptr, y, d.y_elems * 2, cudaMemcpyHostToDevice));  // poisoned
-    mxval_gemm_args a = AbiArgsFor(d, dx.ptr, dp.ptr, ds.ptr, dy.ptr, nullptr, 0, nullptr);
-    const mxval_tile_config c = ToAbi(config);
-    const size_t ws = kernel->workspace_size(&a, &c);
-    if (auto s = dw.Alloc(ws); !s.ok()) return s;
-    if (ws)  // poison the workspace: its contents are undefined on entry CUDA_OK(cudaMemset(dw.ptr, 0xFF, ws));
-    a.workspace = dw.ptr;
-    a.workspace_bytes = ws;
-    if (absl::Status s = Run(*kernel, a, config); !s.ok()) return s;
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaMemcpy(y, dy.ptr, d.y_elems * 2, cudaMemcpyDeviceToHost));
-    return absl::OkStatus();
-  };
+// Runs a kernel of the CUDA library on device mirrors of the case's guarded
+// buffers (validation/device_case.h: y poisoned, workspace poisoned, the
+// device synchronized so faults surface in this case).
+absl::StatusOr<CaseResult> CheckOnDevice(const CaseData& d, const mxval_kernel* kernel, const TileConfig& config,
+                                         const CheckOptions& opt) {
+  auto mirror = DeviceCase::Upload(*Cuda(), d);
+  if (!mirror.ok()) return mirror.status();
+  return CheckKernel(d, (*mirror)->Kernel(kernel, config), opt);
 }
 
 struct Tally {
@@ -111,7 +84,7 @@ void CheckCase(const mxval_kernel* k, const TileConfig& c, const CaseSpec& spec)
   CheckOptions opt;
   opt.sample_above_m = 2048;
   opt.sample_rows = 384;
-  auto r = CheckKernel(*d, DeviceKernel(k, c), opt);
+  auto r = CheckOnDevice(*d, k, c, opt);
   ASSERT_TRUE(r.ok()) << r.status();
   const std::string key = std::string(k->name) + " " + c.ToString() + " " + ActivationModeName(spec.activations);
   Tally& t = Summary()[key];
@@ -192,10 +165,47 @@ TEST_F(GpuKernels, DeterministicBitForBit) {
   auto d = CaseData::Build(spec);
   ASSERT_TRUE(d.ok());
   const TileConfig c = FromAbi((*k)->configs[5]);
+  auto mirror = DeviceCase::Upload(*Cuda(), *d);
+  ASSERT_TRUE(mirror.ok()) << mirror.status();
   std::vector<uint16_t> y1(d->y_elems, 1), y2(d->y_elems, 2);
-  ASSERT_TRUE(DeviceKernel(*k, c)(*d, y1.data()).ok());
-  ASSERT_TRUE(DeviceKernel(*k, c)(*d, y2.data()).ok());
+  ASSERT_TRUE((*mirror)->Kernel(*k, c)(*d, y1.data()).ok());
+  ASSERT_TRUE((*mirror)->Kernel(*k, c)(*d, y2.data()).ok());
   EXPECT_EQ(y1, y2);
+}
+
+// The C++ timing harness on the device: graph capture of the kernel's
+// launches works through the ABI, buffers rotate, statistics are ordered.
+TEST_F(GpuKernels, TimingHarnessCapturesGraphsAndRotatesBuffers) {
+  auto k = Library()->Find("a16wfp4_tc");
+  ASSERT_TRUE(k.ok());
+  for (int64_t M : {1, 256, 4096}) {
+    CaseSpec spec;
+    spec.shape = {16, M, 512, 192};
+    spec.strided_x = true;
+    auto d = CaseData::Build(spec);
+    ASSERT_TRUE(d.ok());
+    auto mirror = DeviceCase::Upload(*Cuda(), *d);
+    ASSERT_TRUE(mirror.ok()) << mirror.status();
+    const TileConfig c = FromAbi((*k)->configs[0]);
+    for (bool graph : {true, false}) {
+      TimingOptions o;
+      o.use_graph = graph;
+      auto t = (*mirror)->Time(*k, c, o);
+      ASSERT_TRUE(t.ok()) << t.status();
+      EXPECT_EQ(t->graph, graph);
+      EXPECT_GT(t->buffer_sets, 1);
+      EXPECT_GT(t->median_s, 0);
+      EXPECT_LE(t->p10_s, t->median_s);
+      EXPECT_LE(t->median_s, t->p90_s);
+      printf("timing M=%-5lld %-5s sets=%-2d launches/sample=%-2d median %.2f us (p10 %.2f, p90 %.2f)\n",
+             static_cast<long long>(M), graph ? "graph" : "eager", t->buffer_sets, t->launches_per_sample,
+             t->median_s * 1e6, t->p10_s * 1e6, t->p90_s * 1e6);
+    }
+    // Still correct after the timed launches (the mirrors were not disturbed).
+    auto r = CheckKernel(*d, (*mirror)->Kernel(*k, c), CheckOptions{});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->accuracy.verdict, reference::Verdict::kPass) << r->accuracy.reason;
+  }
 }
 
 TEST_F(GpuKernels, RejectsWhatItCannotDo) {

@@ -59,9 +59,27 @@ TileConfig FromProto(const v1::TileConfig& c) {
                     c.num_stages() == 0 ? 2 : c.num_stages(), c.num_warps() == 0 ? 4 : c.num_warps()};
 }
 
+void SetError(v1::KernelRun* out, absl::string_view reason) {
+  out->mutable_accuracy()->set_verdict(v1::VERDICT_ERROR);
+  out->mutable_accuracy()->set_reason(std::string(reason));
+}
+
+const char* DeviceName(int32_t d) {
+  return d == MXVAL_DEVICE_CUDA ? "CUDA" : d == MXVAL_DEVICE_HIP ? "HIP" : d == MXVAL_DEVICE_CPU ? "CPU" : "unknown";
+}
+
+// Device mirrors of the task's case, uploaded on first use and shared by
+// both sides.
+struct DeviceState {
+  DeviceRuntime* runtime = nullptr;
+  TimingOptions timing;
+  std::unique_ptr<DeviceCase> mirror;
+};
+
 // One side (baseline or candidate) of a task.
 void RunSide(const CaseData& data, const ReferenceOutput& reference, const CheckOptions& co, const v1::KernelRef& ref,
-             const v1::TileConfig& config, const std::string& entry, KernelResolver& kernels, v1::KernelRun* out) {
+             const v1::TileConfig& config, const std::string& entry, KernelResolver& kernels, DeviceState& dev,
+             v1::KernelRun* out) {
   *out->mutable_kernel() = ref;
   out->set_dispatch_entry(entry);
   *out->mutable_config() = config;
@@ -71,22 +89,47 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
     out->mutable_accuracy()->set_reason(std::string(kernel.status().message()));
     return;
   }
-  if ((*kernel)->device != MXVAL_DEVICE_CPU) {
-    out->mutable_accuracy()->set_verdict(v1::VERDICT_ERROR);
-    out->mutable_accuracy()->set_reason("this worker runs CPU kernels only (GPU execution is not wired into the worker yet)");
-    return;
-  }
-  auto r = CheckKernel(data, HostAbiKernel(*kernel, FromProto(config)), co, &reference);
-  if (!r.ok()) {
-    out->mutable_accuracy()->set_verdict(v1::VERDICT_ERROR);
-    out->mutable_accuracy()->set_reason(std::string(r.status().message()));
-    return;
-  }
-  FillAccuracy(r->accuracy, out->mutable_accuracy());
+  const TileConfig tile = FromProto(config);
+  const int32_t kdev = (*kernel)->device;
   v1::Timing* t = out->mutable_timing();
-  t->set_median_us(Pct(r->kernel_times, 0.5) * 1e6);
-  t->set_p10_us(Pct(r->kernel_times, 0.1) * 1e6);
-  t->set_p90_us(Pct(r->kernel_times, 0.9) * 1e6);
+  if (kdev == MXVAL_DEVICE_CPU) {
+    auto r = CheckKernel(data, HostAbiKernel(*kernel, tile), co, &reference);
+    if (!r.ok()) return SetError(out, r.status().message());
+    FillAccuracy(r->accuracy, out->mutable_accuracy());
+    t->set_median_us(Pct(r->kernel_times, 0.5) * 1e6);
+    t->set_p10_us(Pct(r->kernel_times, 0.1) * 1e6);
+    t->set_p90_us(Pct(r->kernel_times, 0.9) * 1e6);
+  } else {
+    if (dev.runtime == nullptr || dev.runtime->kernel_device() != kdev) {
+      return SetError(out, absl::StrCat("kernel '", (*kernel)->name, "' needs a ", DeviceName(kdev),
+                                        " device; this executor has ",
+                                        dev.runtime ? absl::StrCat("a ", dev.runtime->kind(), " device") : "none"));
+    }
+    if (dev.mirror == nullptr) {
+      auto m = DeviceCase::Upload(*dev.runtime, data);
+      if (!m.ok()) return SetError(out, absl::StrCat("uploading inputs: ", m.status().message()));
+      dev.mirror = std::move(*m);
+    }
+    CheckOptions once = co;
+    once.repetitions = 1;  // correctness run; timing is the harness's job
+    auto r = CheckKernel(data, dev.mirror->Kernel(*kernel, tile), once, &reference);
+    if (!r.ok()) return SetError(out, r.status().message());
+    FillAccuracy(r->accuracy, out->mutable_accuracy());
+    TimingOptions to = dev.timing;
+    to.samples = std::max(to.samples, co.repetitions);
+    auto timing = dev.mirror->Time(*kernel, tile, to);
+    if (!timing.ok()) {
+      // Accuracy stands; the failure to time is reported next to it.
+      out->mutable_accuracy()->set_reason(
+          absl::StrCat(out->accuracy().reason(), out->accuracy().reason().empty() ? "" : "; ",
+                       "timing failed: ", timing.status().message()));
+      if (timing.status().code() == absl::StatusCode::kInternal) SetError(out, out->accuracy().reason());
+      return;
+    }
+    t->set_median_us(timing->median_s * 1e6);
+    t->set_p10_us(timing->p10_s * 1e6);
+    t->set_p90_us(timing->p90_s * 1e6);
+  }
   const GemmShape& s = data.spec.shape;
   const double bytes = s.B * s.M * s.K * 2.0 + s.B * s.N * (s.K / 2.0 + s.K / 32.0) + s.B * s.M * s.N * 2.0;
   t->set_tflops(s.Flops() / (t->median_us() * 1e-6) * 1e-12);
@@ -95,7 +138,8 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
 
 }  // namespace
 
-KernelResolver::KernelResolver(std::string kernel_dir) : dir_(std::move(kernel_dir)) {}
+KernelResolver::KernelResolver(std::string kernel_dir, std::string builtin_dir)
+    : dir_(std::move(kernel_dir)), builtin_dir_(std::move(builtin_dir)) {}
 
 absl::StatusOr<const mxval_kernel*> KernelResolver::Resolve(const v1::KernelRef& ref) {
   KernelLibrary* lib = nullptr;
@@ -105,6 +149,12 @@ absl::StatusOr<const mxval_kernel*> KernelResolver::Resolve(const v1::KernelRef&
     absl::StatusOr<std::unique_ptr<KernelLibrary>> opened;
     if (ref.library() == "mxval-builtin-cpu") {
       opened = KernelLibrary::FromTable(cpu::CpuKernelLibrary());
+    } else if (ref.library() == "mxval-builtin-cuda" || ref.library() == "mxval-builtin-hip") {
+      if (builtin_dir_.empty()) {
+        return absl::NotFoundError(absl::StrCat("kernel library '", ref.library(), "' is not built into this worker"));
+      }
+      opened = KernelLibrary::Open(absl::StrCat(builtin_dir_, "/libmxval_",
+                                                ref.library() == "mxval-builtin-cuda" ? "cuda" : "hip", "_kernels.so"));
     } else if (!dir_.empty() && ref.library().find('/') == std::string::npos && !ref.library().empty()) {
       opened = KernelLibrary::Open(absl::StrCat(dir_, "/lib", ref.library(), ".so"));
     } else {
@@ -156,10 +206,11 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
   // One reference for both sides: they run on the same inputs.
   auto reference = ComputeReference(*data, co);
   if (!reference.ok()) return reference.status();
-  RunSide(*data, *reference, co, task.baseline_kernel(), task.baseline_config(), task.baseline_entry(), kernels,
+  DeviceState dev{o.runtime, o.device_timing, nullptr};
+  RunSide(*data, *reference, co, task.baseline_kernel(), task.baseline_config(), task.baseline_entry(), kernels, dev,
           result.mutable_baseline());
   RunSide(*data, *reference, co, task.candidate_kernel(), task.candidate_config(), task.candidate_entry(), kernels,
-          result.mutable_candidate());
+          dev, result.mutable_candidate());
   return result;
 }
 

@@ -12,22 +12,27 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/abi/kernel_library.h"
+#include "kernels/runtime/device_runtime.h"
+#include "validation/device_case.h"
 #include "mxval/v1/mxval.pb.h"
 
 namespace mxval {
 namespace worker {
 
-// Finds kernels by library name: the built-in CPU library, plus shared
-// objects lib<name>.so in `kernel_dir` (loaded once, kept open).
+// Finds kernels by library name: the built-in CPU library; the built-in GPU
+// libraries "mxval-builtin-cuda" / "mxval-builtin-hip"
+// (libmxval_{cuda,hip}_kernels.so in `builtin_dir`, normally <bin>/../lib);
+// and external shared objects lib<name>.so in `kernel_dir`. Each is loaded
+// once and kept open.
 class KernelResolver {
  public:
-  explicit KernelResolver(std::string kernel_dir = "");
+  explicit KernelResolver(std::string kernel_dir = "", std::string builtin_dir = "");
   // NOT_FOUND (naming what exists) for unknown libraries or kernels;
   // FAILED_PRECONDITION for a library whose build_id differs from the one asked.
   absl::StatusOr<const mxval_kernel*> Resolve(const v1::KernelRef& ref);
 
  private:
-  std::string dir_;
+  std::string dir_, builtin_dir_;
   // Keyed by the requested library name (a table's own name may differ).
   std::vector<std::pair<std::string, std::unique_ptr<KernelLibrary>>> libraries_;
 };
@@ -35,6 +40,11 @@ class KernelResolver {
 struct TaskRunnerOptions {
   int64_t max_task_bytes = int64_t{16} << 30;
   int threads = 0;
+  // With a current device: GPU kernels of the runtime's kind run on device
+  // mirrors of the inputs (validation/device_case.h) and are timed with the
+  // GPU harness. Null: such kernels get VERDICT_ERROR ("no device").
+  DeviceRuntime* runtime = nullptr;
+  TimingOptions device_timing;
 };
 
 // INVALID_ARGUMENT for a malformed TaskSpec; RESOURCE_EXHAUSTED over the memory cap.

@@ -50,6 +50,28 @@ TEST(TaskRunner, BuiltInKernelsPassWithTimings) {
   EXPECT_GT(r->baseline().accuracy().checked(), 0);
 }
 
+TEST(TaskRunner, GpuKernelWithoutAMatchingDeviceIsAnError) {
+  // The CUDA built-in library exists (built) or not; either way, without a
+  // CUDA device the side is VERDICT_ERROR naming why, and the CPU side runs.
+  KernelResolver k("", MXVAL_PLUGIN_DIR);
+  v1::TaskSpec t = Task();
+  t.mutable_candidate_kernel()->set_library("mxval-builtin-cuda");
+  t.mutable_candidate_kernel()->set_kernel("a16wfp4_tc");
+  auto host = NewHostRuntime();
+  for (DeviceRuntime* rt : {static_cast<DeviceRuntime*>(nullptr), host.get()}) {
+    TaskRunnerOptions o;
+    o.runtime = rt;
+    auto r = RunTask(t, k, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->baseline().accuracy().verdict(), v1::VERDICT_PASS);
+    EXPECT_EQ(r->candidate().accuracy().verdict(), v1::VERDICT_ERROR);
+    EXPECT_FALSE(r->candidate().accuracy().reason().empty());
+  }
+  KernelResolver no_builtin;
+  auto missing = no_builtin.Resolve(t.candidate_kernel());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST(TaskRunner, BuggyCandidateFromAPluginDirectoryFails) {
   KernelResolver k(MXVAL_PLUGIN_DIR);
   v1::TaskSpec t = Task(192);

@@ -154,6 +154,9 @@ void Worker::Executor(int slot) {
     }
     ChildOptions co;
     co.argv = options_.child_argv;
+    if (!options_.device_runtime.empty()) {
+      co.argv.insert(co.argv.end(), {"--runtime", options_.device_runtime, "--device", absl::StrCat(index)});
+    }
     co.timeout = options_.task_timeout;
     auto outcome = RunChild(co, lease.task().SerializeAsString());
     v1::TaskResult result;

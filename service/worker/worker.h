@@ -29,6 +29,9 @@ struct WorkerOptions {
   std::string coordinator;  // "127.0.0.1:port"
   std::string worker_id;    // default: hostname-pid
   std::vector<v1::DeviceInfo> devices;  // default: one healthy "cpu" device
+  // Runtime of `devices` ("cuda", "hip", "host"; "" for the CPU): each
+  // task's child gets "--runtime R --device INDEX" appended to child_argv.
+  std::string device_runtime;
   std::vector<v1::KernelLibraryInfo> libraries;
   std::vector<std::string> child_argv;  // e.g. {"/path/mxval", "__run-task", "--kernel-dir", dir}
   absl::Duration task_timeout = absl::Minutes(10);

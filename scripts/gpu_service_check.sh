@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repository root, with build-gpu/ staged by
+# scripts/stage_gpu_bundle.sh: the service end to end on real GPUs. A
+# coordinator, one worker daemon that discovers the CUDA devices, and a job
+# that validates the shipped sm_90a table (baseline) against a retuned
+# candidate (V-up small-M buckets back to NUM_KSPLIT=1) on the GLM-5 TP4
+# shapes. Writes the Markdown and JUnit reports and the worker's metrics.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/mxval-gpu}"
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
+BIN=build-gpu/bin/mxval
+work=$(mktemp -d)
+cleanup() { kill "$wpid" "$spid" 2>/dev/null; wait 2>/dev/null; }
+trap cleanup EXIT
+
+"$BIN" serve --listen 127.0.0.1:0 --db "$work/mxval.db" >"$work/serve.out" 2>"$work/serve.err" &
+spid=$!
+for _ in $(seq 100); do grep -q "listening on" "$work/serve.out" 2>/dev/null && break; sleep 0.1; done
+addr=$(awk '/listening on/{print $3}' "$work/serve.out")
+[ -n "$addr" ] || { echo "coordinator did not start"; cat "$work/serve.err"; exit 1; }
+"$BIN" worker --coordinator "$addr" --devices cuda --metrics-listen 127.0.0.1:19464 2>"$work/worker.err" &
+wpid=$!
+
+python3 - "$work/spec.json" <<'PY'
+import json, sys
+base = json.load(open("kernels/configs/sm_90a.json"))
+cand = json.loads(json.dumps(base))
+for buckets in cand["ops"]["vup"].values():
+    for name, cfg in buckets.items():
+        if name.startswith("M_LEQ_") and int(name[6:]) <= 64:
+            cfg["NUM_KSPLIT"] = 1
+spec = {
+    "name": "h200 glm5-tp4: sm_90a table vs V-up KSPLIT=1",
+    "presets": ["glm5-tp4"],
+    "m_values": [1, 4, 16, 64, 256, 1024, 4096, 16384],
+    "target_archs": ["sm_90a"],
+    "baseline_table": {"name": "main:kernels/configs/sm_90a.json", "json": json.dumps(base)},
+    "candidate_table": {"name": "candidate: vup M<=64 NUM_KSPLIT=1", "json": json.dumps(cand)},
+    "repetitions": 10,
+}
+json.dump(spec, open(sys.argv[1], "w"), indent=1)
+PY
+start=$(date +%s)
+"$BIN" submit --coordinator "$addr" --spec "$work/spec.json" --request-id h200-e2e --wait --format markdown \
+  --out "$OUT/h200_service_job.md" --timeout 500
+rc=$?
+echo "submit --wait exit code $rc after $(( $(date +%s) - start )) s"
+job=$("$BIN" jobs --coordinator "$addr" | awk 'NR==2{print $1}')
+"$BIN" get --coordinator "$addr" --job "$job" --format junit --out "$OUT/h200_service_job.xml"
+"$BIN" workers --coordinator "$addr"
+curl -s 127.0.0.1:19464/metrics | grep -E '^mxval_worker_(kernel|task|device)' | head -40 >"$OUT/h200_worker_metrics.txt"
+cat "$OUT/h200_service_job.md"
+echo "--- worker stderr"; tail -5 "$work/worker.err"
+kill -TERM "$wpid"; wait "$wpid"
+echo "worker drained: exit $?"
+exit $rc

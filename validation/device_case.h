@@ -1,0 +1,78 @@
+// Device mirrors of a validation case, and the GPU timing harness.
+//
+// DeviceCase uploads a CaseData's guarded buffers once (guards included, so
+// an over-read on the device sees the same 0xFF scales / NaN rows as on the
+// host) and runs kernels reached through the kernel ABI on them: y is
+// copied in poisoned, the workspace is filled with 0xFF (its contents are
+// undefined on entry), the device is synchronized (so an asynchronous fault
+// is reported by this run) and y is copied back for the host-side checker.
+//
+// Time() is the timing harness: warm-up launches, then samples of L
+// back-to-back launches between two events (captured into a graph where the
+// runtime can, so launch overhead does not dominate microsecond kernels),
+// each launch on the next of several rotating copies of x, w, scales, y and
+// the workspace whose total exceeds the device's L2 so cache residency does
+// not flatter the numbers. Reports per-launch median / p10 / p90.
+#ifndef MXVAL_VALIDATION_DEVICE_CASE_H_
+#define MXVAL_VALIDATION_DEVICE_CASE_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/abi/kernel_library.h"
+#include "kernels/runtime/device_runtime.h"
+#include "validation/validation_case.h"
+
+namespace mxval {
+
+struct TimingOptions {
+  int warmup = 3;          // launches before the first sample (per buffer set at least once)
+  int samples = 10;        // timed samples; statistics are over these
+  int launches_per_sample = 0;  // 0: enough for ~0.2 ms per sample, at most 64
+  bool use_graph = true;        // fall back to eager launches when capture fails
+  int64_t rotate_bytes = 0;     // 0: 3x the device's L2 (at least one set)
+  int64_t max_rotate_bytes = int64_t{2} << 30;
+  int max_sets = 32;
+};
+
+struct DeviceTiming {
+  std::vector<double> per_launch_seconds;  // one per sample
+  double median_s = 0, p10_s = 0, p90_s = 0;
+  int buffer_sets = 1;
+  int launches_per_sample = 1;
+  bool graph = false;
+};
+
+class DeviceCase {
+ public:
+  // The runtime must have a current device. RESOURCE_EXHAUSTED when the
+  // device cannot hold the case.
+  static absl::StatusOr<std::unique_ptr<DeviceCase>> Upload(DeviceRuntime& rt, const CaseData& data);
+
+  // Runs `kernel` once on the mirrors (see above). Errors: the kernel's
+  // refusal (INVALID_ARGUMENT) or a device fault (INTERNAL). `data` must be
+  // the case this was uploaded from.
+  KernelFn Kernel(const mxval_kernel* kernel, const TileConfig& config);
+
+  absl::StatusOr<DeviceTiming> Time(const mxval_kernel* kernel, const TileConfig& config,
+                                    const TimingOptions& options);
+
+  DeviceRuntime& runtime() { return rt_; }
+
+ private:
+  struct Set {
+    DeviceBuffer x, packed, scales, y, workspace;
+  };
+  DeviceCase(DeviceRuntime& rt, const CaseData& d) : rt_(rt), data_(d) {}
+  absl::Status AddSet();
+  mxval_gemm_args Args(const Set& s) const;
+
+  DeviceRuntime& rt_;
+  const CaseData& data_;
+  std::vector<Set> sets_;  // sets_[0] holds the uploaded case
+};
+
+}  // namespace mxval
+
+#endif  // MXVAL_VALIDATION_DEVICE_CASE_H_

@@ -1,0 +1,142 @@
+// The device-buffer adapter and the timing harness, on the host runtime with
+// the CPU kernel library (the same code runs on CUDA in gpu_kernel_test).
+#include "validation/device_case.h"
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_kernel_library.h"
+#include "validation/abi_kernel.h"
+
+namespace mxval {
+namespace {
+
+const mxval_kernel* CpuKernel() { return &cpu::CpuKernelLibrary()->kernels[0]; }
+
+const TileConfig kConfig{.block_m = 12, .block_n = 64, .block_k = 64, .ksplit = 1, .num_stages = 2, .num_warps = 4};
+
+CaseData MakeCase(uint64_t seed = 7) {
+  CaseSpec spec;
+  spec.shape = {3, 37, 128, 192};
+  spec.strided_x = true;
+  spec.x_gen = *ParseGenerator("normal");
+  spec.w_gen = *ParseGenerator("normal");
+  spec.seed = seed;
+  auto d = CaseData::Build(spec);
+  EXPECT_TRUE(d.ok()) << d.status();
+  return std::move(*d);
+}
+
+TEST(DeviceCase, MatchesTheHostPathBitForBit) {
+  auto rt = NewHostRuntime();
+  ASSERT_TRUE(rt->SetDevice(0).ok());
+  CaseData d = MakeCase();
+  auto dc = DeviceCase::Upload(*rt, d);
+  ASSERT_TRUE(dc.ok()) << dc.status();
+  CheckOptions opt;
+  auto dev = CheckKernel(d, (*dc)->Kernel(CpuKernel(), kConfig), opt);
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  EXPECT_EQ(dev->accuracy.verdict, reference::Verdict::kPass) << dev->accuracy.reason;
+  std::vector<uint16_t> y1(d.y_elems, 1), y2(d.y_elems, 2);
+  ASSERT_TRUE((*dc)->Kernel(CpuKernel(), kConfig)(d, y1.data()).ok());
+  ASSERT_TRUE(HostAbiKernel(CpuKernel(), kConfig)(d, y2.data()).ok());
+  EXPECT_EQ(y1, y2);
+}
+
+// Kernels with injected bugs, reached through the ABI like a plugin.
+int32_t DropLastRow(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  mxval_gemm_args b = *a;
+  b.M -= 1;
+  return CpuKernel()->run(&b, c, err, len);
+}
+size_t SmallWorkspace(const mxval_gemm_args*, const mxval_tile_config*) { return 64; }
+// Uses its workspace as if it were zeroed (it is not: undefined on entry).
+int32_t TrustsWorkspace(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = CpuKernel()->run(a, c, err, len)) return r;
+  uint16_t bias;
+  std::memcpy(&bias, a->workspace, 2);
+  uint16_t* y = static_cast<uint16_t*>(a->y);
+  y[0] = bias;  // 0xFFFF (NaN) once the harness poisons the workspace
+  return 0;
+}
+
+mxval_kernel Variant(int32_t (*run)(const mxval_gemm_args*, const mxval_tile_config*, char*, size_t),
+                     size_t (*ws)(const mxval_gemm_args*, const mxval_tile_config*) = nullptr) {
+  mxval_kernel k = *CpuKernel();
+  k.run = run;
+  if (ws) k.workspace_size = ws;
+  return k;
+}
+
+TEST(DeviceCase, UnwrittenRowsAreCaughtOnTheDevicePath) {
+  auto rt = NewHostRuntime();
+  ASSERT_TRUE(rt->SetDevice(0).ok());
+  CaseData d = MakeCase();
+  auto dc = DeviceCase::Upload(*rt, d);
+  ASSERT_TRUE(dc.ok());
+  const mxval_kernel k = Variant(DropLastRow);
+  auto r = CheckKernel(d, (*dc)->Kernel(&k, kConfig), CheckOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->accuracy.verdict, reference::Verdict::kFailUnwritten) << r->accuracy.reason;
+}
+
+TEST(DeviceCase, WorkspaceIsPoisonedBeforeEachRun) {
+  auto rt = NewHostRuntime();
+  ASSERT_TRUE(rt->SetDevice(0).ok());
+  CaseData d = MakeCase();
+  auto dc = DeviceCase::Upload(*rt, d);
+  ASSERT_TRUE(dc.ok());
+  const mxval_kernel k = Variant(TrustsWorkspace, SmallWorkspace);
+  auto r = CheckKernel(d, (*dc)->Kernel(&k, kConfig), CheckOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(r->accuracy.verdict, reference::Verdict::kPass);
+  EXPECT_GE(r->accuracy.nan_count, 1);
+}
+
+TEST(DeviceCase, RejectsAnotherCase) {
+  auto rt = NewHostRuntime();
+  CaseData d = MakeCase(), other = MakeCase(8);
+  auto dc = DeviceCase::Upload(*rt, d);
+  ASSERT_TRUE(dc.ok());
+  std::vector<uint16_t> y(other.y_elems);
+  EXPECT_EQ((*dc)->Kernel(CpuKernel(), kConfig)(other, y.data()).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DeviceCase, TimingRotatesBuffersAndReportsEverySample) {
+  auto rt = NewHostRuntime();
+  ASSERT_TRUE(rt->SetDevice(0).ok());
+  CaseData d = MakeCase();
+  auto dc = DeviceCase::Upload(*rt, d);
+  ASSERT_TRUE(dc.ok());
+  const int64_t set_bytes = d.x_bf16.size() * 2 + d.packed.size() + d.scales.size() + d.y_elems * 2;
+  TimingOptions o;
+  o.samples = 5;
+  o.launches_per_sample = 3;
+  o.rotate_bytes = 3 * set_bytes;
+  auto t = (*dc)->Time(CpuKernel(), kConfig, o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->buffer_sets, 3);
+  EXPECT_EQ(t->launches_per_sample, 3);
+  EXPECT_FALSE(t->graph);  // the host runtime cannot capture
+  ASSERT_EQ(t->per_launch_seconds.size(), 5u);
+  EXPECT_GT(t->median_s, 0);
+  EXPECT_LE(t->p10_s, t->median_s);
+  EXPECT_LE(t->median_s, t->p90_s);
+  // The rotated copies are real copies: every set computes the same y.
+  auto again = CheckKernel(d, (*dc)->Kernel(CpuKernel(), kConfig), CheckOptions{});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->accuracy.verdict, reference::Verdict::kPass);
+}
+
+TEST(DeviceCase, TimingRefusesAConfigTheKernelCannotRun) {
+  auto rt = NewHostRuntime();
+  CaseData d = MakeCase();
+  auto dc = DeviceCase::Upload(*rt, d);
+  ASSERT_TRUE(dc.ok());
+  TileConfig bad = kConfig;
+  bad.block_k = 48;
+  EXPECT_EQ((*dc)->Time(CpuKernel(), bad, TimingOptions{}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mxval
