@@ -55,13 +55,11 @@ struct Server {
   std::unique_ptr<coordinator::Coordinator> coord;
   std::unique_ptr<grpc::Server> server;
   std::string addr;
-  explicit Server(const std::string& db) {
+  Server(const std::string& db, bool durable) {
     for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
-    store = std::move(*coordinator::SqliteStore::Open(db));
-    scheduler = std::move(*coordinator::Scheduler::Create(RealClock::Get(), coordinator::SchedulerOptions{}, store.get()));
+    if (durable) store = std::move(*coordinator::SqliteStore::Open(db));
+    scheduler = std::move(*coordinator::Scheduler::Create(RealClock::Get(), coordinator::WithFailurePredicate(coordinator::SchedulerOptions{}), store.get()));
     coordinator::CoordinatorOptions o;
-    o.poll_step = absl::Microseconds(200);
-    o.watch_step = absl::Microseconds(500);
     o.planner.max_tasks_per_job = 1'000'000;
     coord = std::make_unique<coordinator::Coordinator>(RealClock::Get(), scheduler.get(), o);
     int port = 0;
@@ -84,19 +82,25 @@ std::vector<std::thread> StartWorkers(const std::string& addr, int n, std::atomi
       d->set_healthy(true);
       v1::RegisterWorkerResponse rr;
       (void)stub->RegisterWorker(Ctx().get(), reg, &rr);
+      // As the worker daemon does: long-poll when idle, otherwise take the
+      // next lease with each report (one RPC per task).
+      v1::LeaseTaskResponse lease;
       while (!stop->load()) {
-        v1::LeaseTaskRequest lr;
-        lr.set_worker_id(reg.worker_id());
-        lr.mutable_max_wait()->set_nanos(50'000'000);
-        v1::LeaseTaskResponse lease;
-        if (!stub->LeaseTask(Ctx().get(), lr, &lease).ok() || !lease.has_task()) continue;
+        if (!lease.has_task()) {
+          v1::LeaseTaskRequest lr;
+          lr.set_worker_id(reg.worker_id());
+          lr.mutable_max_wait()->set_nanos(50'000'000);
+          if (!stub->LeaseTask(Ctx().get(), lr, &lease).ok() || !lease.has_task()) continue;
+        }
         v1::ReportResultRequest rep;
         rep.set_worker_id(reg.worker_id());
         rep.set_lease_id(lease.lease_id());
         rep.mutable_result()->mutable_baseline()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
         rep.mutable_result()->mutable_candidate()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+        rep.mutable_next();
         v1::ReportResultResponse resp;
-        (void)stub->ReportResult(Ctx().get(), rep, &resp);
+        lease.Clear();
+        if (stub->ReportResult(Ctx().get(), rep, &resp).ok()) lease = resp.next();
       }
     });
   }
@@ -110,17 +114,22 @@ double Pct(std::vector<double> v, double q) {
 
 int Main(int argc, char** argv) {
   int64_t tasks = 20000, jobs = 300, queued = 100000, workers = 8;
+  bool durable = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
+    if (k == "--store") {  // sqlite (default) | memory: how much of the cost is the store
+      durable = std::string(argv[i + 1]) != "memory";
+      continue;
+    }
     int64_t* dst = k == "--tasks" ? &tasks : k == "--jobs" ? &jobs : k == "--queued" ? &queued : k == "--workers" ? &workers : nullptr;
     if (dst == nullptr || !absl::SimpleAtoi(argv[i + 1], dst)) {
-      fprintf(stderr, "usage: coordinator_bench [--tasks N] [--jobs N] [--queued N] [--workers N]\n");
+      fprintf(stderr, "usage: coordinator_bench [--tasks N] [--jobs N] [--queued N] [--workers N] [--store sqlite|memory]\n");
       return 2;
     }
   }
   const std::string dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
   {
-    Server s(dir + "/mxval_bench_throughput.db");
+    Server s(dir + "/mxval_bench_throughput.db", durable);
     std::atomic<bool> stop{false};
     auto threads = StartWorkers(s.addr, static_cast<int>(workers), &stop);
     auto stub = v1::ValidationService::NewStub(grpc::CreateChannel(s.addr, grpc::InsecureChannelCredentials()));
@@ -160,7 +169,7 @@ int Main(int argc, char** argv) {
     for (auto& t : threads) t.join();
   }
   {
-    Server s(dir + "/mxval_bench_memory.db");
+    Server s(dir + "/mxval_bench_memory.db", durable);
     const int64_t before = RssKiB();
     auto stub = v1::ValidationService::NewStub(grpc::CreateChannel(s.addr, grpc::InsecureChannelCredentials()));
     v1::SubmitJobResponse sub;

@@ -133,7 +133,7 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   coordinator::SchedulerOptions so;
   so.lease_duration = absl::Seconds(lease_seconds);
   so.max_queued_tasks = max_queued;
-  auto scheduler = coordinator::Scheduler::Create(RealClock::Get(), so, store->get());
+  auto scheduler = coordinator::Scheduler::Create(RealClock::Get(), coordinator::WithFailurePredicate(so), store->get());
   if (!scheduler.ok()) {
     err << "mxval serve: " << scheduler.status().message() << "\n";
     return kInternal;
@@ -384,7 +384,7 @@ int DemoVerb(const std::vector<std::string>& args, std::ostream& out, std::ostre
   BlockTerminationSignals();
   auto store = coordinator::SqliteStore::Open(db);
   if (!store.ok()) return Usage(err, "demo", absl::StrCat("--db: ", store.status().message()));
-  auto scheduler = coordinator::Scheduler::Create(RealClock::Get(), coordinator::SchedulerOptions{}, store->get());
+  auto scheduler = coordinator::Scheduler::Create(RealClock::Get(), coordinator::WithFailurePredicate(coordinator::SchedulerOptions{}), store->get());
   if (!scheduler.ok()) {
     err << "mxval demo: " << scheduler.status().message() << "\n";
     return kInternal;

@@ -59,7 +59,7 @@ TEST(Metrics, ScrapesAreCleanAndPlausible) {
   auto worker_registry = std::make_shared<prometheus::Registry>();
   coordinator::CoordinatorMetrics cm(*coord_registry);
   worker::WorkerMetrics wm(*worker_registry);
-  coordinator::Scheduler scheduler(RealClock::Get(), coordinator::SchedulerOptions{});
+  coordinator::Scheduler scheduler(RealClock::Get(), coordinator::WithFailurePredicate(coordinator::SchedulerOptions{}));
   coordinator::CoordinatorOptions co;
   co.max_long_poll = absl::Milliseconds(200);
   co.metrics = &cm;

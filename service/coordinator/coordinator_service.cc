@@ -66,16 +66,25 @@ v1::TaskResult ResultOf(const TaskRecord& t) {
   return r;
 }
 
-bool Failed(const TaskRecord& t, const v1::TaskResult& r) {
-  if (t.infra_failed) return true;
-  return r.baseline().accuracy().verdict() != v1::VERDICT_PASS || r.candidate().accuracy().verdict() != v1::VERDICT_PASS;
-}
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
 }
 
 }  // namespace
+
+bool TaskFailed(const TaskRecord& t) {
+  if (t.infra_failed) return true;
+  if (!t.has_result) return false;
+  v1::TaskResult r;
+  r.ParseFromString(t.result);
+  return r.baseline().accuracy().verdict() != v1::VERDICT_PASS || r.candidate().accuracy().verdict() != v1::VERDICT_PASS;
+}
+
+SchedulerOptions WithFailurePredicate(SchedulerOptions o) {
+  o.is_failed = TaskFailed;
+  return o;
+}
 
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
@@ -85,30 +94,32 @@ grpc::Status ToGrpc(const absl::Status& s) {
 Coordinator::Coordinator(const Clock* clock, Scheduler* scheduler, CoordinatorOptions options)
     : clock_(clock), scheduler_(scheduler), options_(std::move(options)) {}
 
+v1::Job Coordinator::JobHead(const JobStatus& status) const {
+  v1::Job job;
+  job.set_job_id(status.job_id);
+  job.set_request_id(status.request_id);
+  job.mutable_spec()->ParseFromString(status.payload);
+  job.set_state(ToProto(status.state));
+  ToProto(status.created, job.mutable_created());
+  if (status.finished) ToProto(*status.finished, job.mutable_finished());
+  v1::JobProgress* pr = job.mutable_progress();
+  pr->set_tasks_total(status.tasks_total);
+  pr->set_tasks_done(status.tasks_done);
+  pr->set_tasks_running(status.tasks_running);
+  pr->set_tasks_failed(status.tasks_failed);
+  return job;
+}
+
 absl::StatusOr<v1::Job> Coordinator::BuildJob(const std::string& job_id, bool include_results) const {
   auto status = scheduler_->GetJob(job_id);
   if (!status.ok()) return status.status();
+  v1::Job job = JobHead(*status);
+  if (!include_results) return job;  // O(1): counters are kept by the scheduler
   auto tasks = scheduler_->GetTasks(job_id);
   if (!tasks.ok()) return tasks.status();
-  v1::Job job;
-  job.set_job_id(status->job_id);
-  job.set_request_id(status->request_id);
-  job.mutable_spec()->ParseFromString(status->payload);
-  job.set_state(ToProto(status->state));
-  ToProto(status->created, job.mutable_created());
-  if (status->finished) ToProto(*status->finished, job.mutable_finished());
-  v1::JobProgress* pr = job.mutable_progress();
-  pr->set_tasks_total(status->tasks_total);
-  pr->set_tasks_done(status->tasks_done);
-  pr->set_tasks_running(status->tasks_running);
-  int failed = 0;
   for (const TaskRecord& t : *tasks) {
-    if (t.state != TaskState::kDone) continue;
-    v1::TaskResult r = ResultOf(t);
-    failed += Failed(t, r);
-    if (include_results) *job.add_results() = std::move(r);
+    if (t.state == TaskState::kDone) *job.add_results() = ResultOf(t);
   }
-  pr->set_tasks_failed(failed);
   return job;
 }
 
@@ -152,18 +163,21 @@ grpc::Status Coordinator::GetJob(grpc::ServerContext*, const v1::GetJobRequest* 
 grpc::Status Coordinator::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                                    grpc::ServerWriter<v1::JobEvent>* writer) {
   if (req->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
-  std::set<std::string> sent;
+  // Only what changed is read each round (DoneSince), and the loop sleeps
+  // until the scheduler changes (or a second passes, to notice a client that
+  // went away), so a watch costs O(new results), not O(tasks), per round.
+  size_t cursor = 0;
   std::string last_progress;
   while (!ctx->IsCancelled()) {
-    auto job = BuildJob(req->job_id(), true);
-    if (!job.ok()) return ToGrpc(job.status());
-    v1::Job head = *job;
-    head.clear_results();
-    for (const v1::TaskResult& r : job->results()) {
-      if (!sent.insert(r.task_id()).second) continue;
+    const uint64_t seen = scheduler_->version();
+    auto delta = scheduler_->DoneSince(req->job_id(), cursor);
+    if (!delta.ok()) return ToGrpc(delta.status());
+    cursor = delta->cursor;
+    const v1::Job head = JobHead(delta->status);
+    for (const TaskRecord& t : delta->done) {
       v1::JobEvent ev;
       *ev.mutable_job() = head;
-      *ev.mutable_result() = r;
+      *ev.mutable_result() = ResultOf(t);
       if (!writer->Write(ev)) return grpc::Status::OK;  // client went away
     }
     const std::string progress = absl::StrCat(head.state(), "/", head.progress().SerializeAsString());
@@ -174,7 +188,7 @@ grpc::Status Coordinator::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobR
       last_progress = progress;
     }
     if (Final(head.state())) return grpc::Status::OK;
-    absl::SleepFor(options_.watch_step);
+    scheduler_->AwaitChange(seen, options_.watch_step);
   }
   return grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled by the client");
 }
@@ -237,39 +251,53 @@ grpc::Status Coordinator::RegisterWorker(grpc::ServerContext*, const v1::Registe
   return grpc::Status::OK;
 }
 
+absl::StatusOr<std::set<std::string>> Coordinator::LeaseArchs(const std::string& worker_id, int device_index) {
+  absl::MutexLock l(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat("worker_id: '", worker_id, "' is not registered"));
+  }
+  it->second.last_heartbeat = clock_->Now();
+  std::set<std::string> archs;
+  if (it->second.draining) return archs;  // no task while draining
+  for (const v1::DeviceInfo& d : it->second.capabilities.devices()) {
+    if (d.index() == device_index && d.healthy()) archs.insert(d.arch());
+  }
+  if (archs.empty()) archs = it->second.archs;
+  return archs;
+}
+
+bool Coordinator::TryLease(const std::string& worker_id, const std::set<std::string>& archs,
+                           v1::LeaseTaskResponse* resp) {
+  if (archs.empty()) return false;
+  auto lease = scheduler_->LeaseTask(worker_id, archs);
+  if (!lease) return false;
+  v1::TaskSpec* task = resp->mutable_task();
+  task->ParseFromString(lease->payload);
+  task->set_task_id(lease->task_id);
+  task->set_job_id(lease->job_id);
+  resp->set_lease_id(lease->lease_id);
+  ToProto(lease->expiry, resp->mutable_lease_expires());
+  absl::MutexLock l(&mu_);
+  workers_[worker_id].leases.insert(lease->lease_id);
+  return true;
+}
+
 grpc::Status Coordinator::LeaseTask(grpc::ServerContext* ctx, const v1::LeaseTaskRequest* req,
                                     v1::LeaseTaskResponse* resp) {
-  std::set<std::string> archs;
-  {
-    absl::MutexLock l(&mu_);
-    auto it = workers_.find(req->worker_id());
-    if (it == workers_.end()) {
-      return ToGrpc(absl::FailedPreconditionError(absl::StrCat("worker_id: '", req->worker_id(), "' is not registered")));
-    }
-    it->second.last_heartbeat = clock_->Now();
-    if (it->second.draining) return grpc::Status::OK;  // no task while draining
-    for (const v1::DeviceInfo& d : it->second.capabilities.devices()) {
-      if (d.index() == req->device_index() && d.healthy()) archs.insert(d.arch());
-    }
-    if (archs.empty()) archs = it->second.archs;
-  }
+  auto archs = LeaseArchs(req->worker_id(), req->device_index());
+  if (!archs.ok()) return ToGrpc(archs.status());
+  if (archs->empty()) return grpc::Status::OK;  // draining
   const absl::Duration wait = std::min(FromProto(req->max_wait()), options_.max_long_poll);
   const absl::Time until = absl::Now() + wait;  // real time: this is I/O waiting, not scheduling logic
   while (true) {
-    auto lease = scheduler_->LeaseTask(req->worker_id(), archs);
-    if (lease) {
-      v1::TaskSpec* task = resp->mutable_task();
-      task->ParseFromString(lease->payload);
-      task->set_task_id(lease->task_id);
-      task->set_job_id(lease->job_id);
-      resp->set_lease_id(lease->lease_id);
-      ToProto(lease->expiry, resp->mutable_lease_expires());
-      absl::MutexLock l(&mu_);
-      workers_[req->worker_id()].leases.insert(lease->lease_id);
-      return grpc::Status::OK;
-    }
-    if (absl::Now() >= until || ctx->IsCancelled()) return grpc::Status::OK;
-    absl::SleepFor(options_.poll_step);
+    const uint64_t seen = scheduler_->version();
+    if (TryLease(req->worker_id(), *archs, resp)) return grpc::Status::OK;
+    const absl::Time now = absl::Now();
+    if (now >= until || ctx->IsCancelled()) return grpc::Status::OK;
+    // Wake when anything is queued; the cap re-checks time-based eligibility
+    // (retry-elsewhere grace) and a cancelled poll.
+    scheduler_->AwaitChange(seen, std::min(until - now, options_.poll_step));
   }
 }
 
@@ -318,9 +346,15 @@ grpc::Status Coordinator::ReportResult(grpc::ServerContext*, const v1::ReportRes
     const char* outcome = !resp->accepted() ? "lost" : infra ? "infra" : pass ? "pass" : "fail";
     options_.metrics->TaskReported(outcome, absl::ToDoubleSeconds(ran));
   }
-  absl::MutexLock l(&mu_);
-  auto it = workers_.find(req->worker_id());
-  if (it != workers_.end()) it->second.leases.erase(req->lease_id());
+  {
+    absl::MutexLock l(&mu_);
+    auto it = workers_.find(req->worker_id());
+    if (it != workers_.end()) it->second.leases.erase(req->lease_id());
+  }
+  if (req->has_next()) {
+    auto archs = LeaseArchs(req->worker_id(), req->next().device_index());
+    if (archs.ok()) TryLease(req->worker_id(), *archs, resp->mutable_next());
+  }
   return grpc::Status::OK;
 }
 

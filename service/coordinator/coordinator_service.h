@@ -28,14 +28,22 @@ struct CoordinatorOptions {
   absl::Duration heartbeat_interval = absl::Seconds(5);
   absl::Duration lease_duration = absl::Seconds(30);  // reported to workers; the scheduler enforces its own
   absl::Duration max_long_poll = absl::Seconds(10);
-  absl::Duration poll_step = absl::Milliseconds(2);
-  absl::Duration watch_step = absl::Milliseconds(20);
+  // Long polls and watches wake on scheduler changes; these cap one wait
+  // (to re-check time-based eligibility and cancelled clients).
+  absl::Duration poll_step = absl::Milliseconds(250);
+  absl::Duration watch_step = absl::Seconds(1);
   int max_message_bytes = 16 << 20;
   PlannerOptions planner = PlannerOptions::WithBuiltinTables();
   CoordinatorMetrics* metrics = nullptr;  // optional
 };
 
 grpc::Status ToGrpc(const absl::Status& s);
+
+// A DONE task is failed when every attempt failed on infrastructure or a side
+// is not VERDICT_PASS. Set as SchedulerOptions::is_failed so the scheduler
+// keeps per-job failure counts.
+bool TaskFailed(const TaskRecord& t);
+SchedulerOptions WithFailurePredicate(SchedulerOptions o);
 
 // The three services over one scheduler. Thread-safe.
 class Coordinator final : public v1::ValidationService::Service,
@@ -66,6 +74,14 @@ class Coordinator final : public v1::ValidationService::Service,
   absl::StatusOr<v1::Job> BuildJob(const std::string& job_id, bool include_results) const;
 
  private:
+  // State, progress and spec of a job (no results).
+  v1::Job JobHead(const JobStatus& status) const;
+  // The archs a worker's device may take now (empty while draining).
+  // FAILED_PRECONDITION for an unregistered worker.
+  absl::StatusOr<std::set<std::string>> LeaseArchs(const std::string& worker_id, int device_index);
+  // One lease attempt without waiting; fills `resp` and returns true on success.
+  bool TryLease(const std::string& worker_id, const std::set<std::string>& archs, v1::LeaseTaskResponse* resp);
+
   struct WorkerEntry {
     v1::WorkerCapabilities capabilities;
     std::set<std::string> archs;

@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "grpcpp/generic/generic_stub.h"
+#include <set>
+
 #include "gtest/gtest.h"
 
 namespace mxval::coordinator {
@@ -73,7 +75,7 @@ class CoordinatorServiceTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  Scheduler scheduler_{&clock_, SchedulerOptions{absl::Seconds(30), 3, 10000}};
+  Scheduler scheduler_{&clock_, WithFailurePredicate(SchedulerOptions{absl::Seconds(30), 3, 10000})};
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::ValidationService::Stub> jobs_;
@@ -244,6 +246,67 @@ TEST_F(CoordinatorServiceTest, DrainStopsLeasing) {
   EXPECT_EQ(lw.workers(0).state(), v1::WORKER_STATE_ACTIVE);
   dr.set_worker_id("nobody");
   EXPECT_EQ(admin_->DrainWorker(Ctx().get(), dr, &dresp).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// Report-and-lease in one call: each report hands out the next task; the
+// last report gets none; a draining worker gets none; failure counts are
+// kept without reading results.
+TEST_F(CoordinatorServiceTest, ReportCanLeaseTheNextTask) {
+  Register("w1");
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = Spec(3);  // 2 shapes x 3 M = 6 tasks
+  v1::SubmitJobResponse sub;
+  ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &sub).ok());
+  const int total = sub.job().progress().tasks_total();
+  ASSERT_EQ(total, 6);
+  v1::LeaseTaskRequest lr;
+  lr.set_worker_id("w1");
+  v1::LeaseTaskResponse lease;
+  ASSERT_TRUE(workers_->LeaseTask(Ctx().get(), lr, &lease).ok());
+  std::set<std::string> seen;
+  int reports = 0;
+  while (lease.has_task()) {
+    ASSERT_TRUE(seen.insert(lease.task().task_id()).second) << "task handed out twice";
+    v1::ReportResultRequest rr;
+    rr.set_worker_id("w1");
+    rr.set_lease_id(lease.lease_id());
+    rr.mutable_result()->mutable_baseline()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+    rr.mutable_result()->mutable_candidate()->mutable_accuracy()->set_verdict(
+        lease.task().m() == 2 ? v1::VERDICT_FAIL_MISMATCH : v1::VERDICT_PASS);
+    rr.mutable_next();
+    v1::ReportResultResponse resp;
+    ASSERT_TRUE(workers_->ReportResult(Ctx().get(), rr, &resp).ok());
+    EXPECT_TRUE(resp.accepted());
+    ++reports;
+    lease = resp.next();
+  }
+  EXPECT_EQ(reports, total);
+  v1::GetJobRequest g;
+  g.set_job_id(sub.job().job_id());
+  v1::Job job;
+  ASSERT_TRUE(jobs_->GetJob(Ctx().get(), g, &job).ok());
+  EXPECT_EQ(job.state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(job.progress().tasks_failed(), 2);  // M=2 of both shapes
+  EXPECT_EQ(job.results_size(), 0);             // not asked for
+
+  // Draining: the report is recorded, no next lease.
+  ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &sub).ok());  // same spec, new job (no request id)
+  ASSERT_TRUE(workers_->LeaseTask(Ctx().get(), lr, &lease).ok());
+  ASSERT_TRUE(lease.has_task());
+  v1::DrainWorkerRequest dr;
+  dr.set_worker_id("w1");
+  v1::DrainWorkerResponse dresp;
+  ASSERT_TRUE(admin_->DrainWorker(Ctx().get(), dr, &dresp).ok());
+  v1::ReportResultRequest rr;
+  rr.set_worker_id("w1");
+  rr.set_lease_id(lease.lease_id());
+  rr.mutable_result()->mutable_baseline()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+  rr.mutable_result()->mutable_candidate()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+  rr.mutable_next();
+  v1::ReportResultResponse resp;
+  ASSERT_TRUE(workers_->ReportResult(Ctx().get(), rr, &resp).ok());
+  EXPECT_TRUE(resp.accepted());
+  EXPECT_FALSE(resp.next().has_task());
 }
 
 TEST_F(CoordinatorServiceTest, ListJobsPages) {

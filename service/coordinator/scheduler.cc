@@ -26,7 +26,7 @@ absl::Status Scheduler::RecoverLocked() {
   for (StoredJob& sj : snap->jobs) {
     Job& j = jobs_[sj.status.job_id];
     j.status = sj.status;
-    j.status.tasks_total = j.status.tasks_done = j.status.tasks_running = 0;
+    j.status.tasks_total = j.status.tasks_done = j.status.tasks_running = j.status.tasks_failed = 0;
     j.reuse = sj.reuse;
     if (!j.status.request_id.empty()) request_ids_[j.status.request_id] = j.status.job_id;
   }
@@ -42,6 +42,7 @@ absl::Status Scheduler::RecoverLocked() {
     switch (t.state) {
       case TaskState::kDone:
         ++j.status.tasks_done;
+        CountDoneLocked(j, t);
         if (t.has_result && !t.infra_failed) results_by_key_[t.input.dedup_key] = t.result;
         break;
       case TaskState::kQueued:
@@ -120,6 +121,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const JobInput& in) {
     TaskRecord& t = tasks_[rec.task_id] = std::move(rec);
     if (t.state == TaskState::kDone) {
       ++job.status.tasks_done;
+      CountDoneLocked(job, t);
     } else {
       ++unfinished_;
       EnqueueLocked(t);
@@ -131,6 +133,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const JobInput& in) {
 }
 
 void Scheduler::EnqueueLocked(TaskRecord& t) {
+  ++version_;
   const QueueKey key{jobs_[t.job_id].status.priority, next_seq_++};
   queues_[t.input.arch][key] = t.task_id;
   queued_at_[t.task_id] = key;
@@ -220,11 +223,18 @@ void Scheduler::ReleaseLeaseLocked(TaskRecord& t) {
   --jobs_[t.job_id].status.tasks_running;
 }
 
+void Scheduler::CountDoneLocked(Job& j, const TaskRecord& t) {
+  j.done_order.push_back(t.task_id);
+  const bool failed = options_.is_failed ? options_.is_failed(t) : t.infra_failed;
+  j.status.tasks_failed += failed;
+}
+
 void Scheduler::MarkDoneLocked(TaskRecord& t) {
   t.state = TaskState::kDone;
   --unfinished_;
   Job& j = jobs_[t.job_id];
   ++j.status.tasks_done;
+  CountDoneLocked(j, t);
   if (t.has_result && !t.infra_failed) results_by_key_[t.input.dedup_key] = t.result;
   RefreshJobLocked(j);
 }
@@ -314,6 +324,7 @@ absl::Status Scheduler::CancelTasksLocked(Job& j, JobState final_state) {
   }
   j.status.state = final_state;
   j.status.finished = final_status.finished;
+  ++version_;
   if (j.status.deadline) deadlines_.erase({*j.status.deadline, j.status.job_id});
   return absl::OkStatus();
 }
@@ -358,6 +369,7 @@ void Scheduler::TickLocked() {
 }
 
 void Scheduler::RefreshJobLocked(Job& j) {
+  ++version_;  // every transition that matters to a watcher passes here
   JobStatus& s = j.status;
   if (s.state == JobState::kCancelled || s.state == JobState::kExpired || s.state == JobState::kDone) return;
   if (s.tasks_done == s.tasks_total) {
@@ -376,6 +388,40 @@ absl::StatusOr<JobStatus> Scheduler::GetJob(const std::string& job_id) const {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job_id: no job '", job_id, "'"));
   return it->second.status;
+}
+
+absl::StatusOr<JobDelta> Scheduler::DoneSince(const std::string& job_id, size_t cursor) const {
+  absl::MutexLock l(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job_id: no job '", job_id, "'"));
+  const Job& j = it->second;
+  JobDelta d;
+  d.status = j.status;
+  for (size_t i = std::min(cursor, j.done_order.size()); i < j.done_order.size(); ++i) {
+    d.done.push_back(tasks_.at(j.done_order[i]));
+  }
+  d.cursor = j.done_order.size();
+  return d;
+}
+
+uint64_t Scheduler::version() const {
+  absl::MutexLock l(&mu_);
+  return version_;
+}
+
+namespace {
+struct ChangeWait {
+  const uint64_t* version;
+  uint64_t seen;
+};
+bool Changed(ChangeWait* w) { return *w->version != w->seen; }
+}  // namespace
+
+uint64_t Scheduler::AwaitChange(uint64_t seen, absl::Duration timeout) const {
+  absl::MutexLock l(&mu_);
+  ChangeWait w{&version_, seen};
+  mu_.AwaitWithTimeout(absl::Condition(&Changed, &w), timeout);
+  return version_;
 }
 
 absl::StatusOr<std::vector<TaskRecord>> Scheduler::GetTasks(const std::string& job_id) const {

@@ -17,6 +17,7 @@
 #define MXVAL_SERVICE_COORDINATOR_SCHEDULER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -43,6 +44,17 @@ struct SchedulerOptions {
   // A worker that just failed a task is not offered it again for this long,
   // so another worker gets the first chance to retry it.
   absl::Duration retry_elsewhere_grace = absl::Seconds(5);
+  // Whether a DONE task counts as failed (the scheduler does not read
+  // results; the coordinator parses them). Unset: infrastructure failures only.
+  std::function<bool(const TaskRecord&)> is_failed;
+};
+
+// What changed in a job since a cursor: its status and the tasks that became
+// DONE since then, in completion order.
+struct JobDelta {
+  JobStatus status;
+  std::vector<TaskRecord> done;
+  size_t cursor = 0;  // pass back to get only later completions
 };
 
 struct Lease {
@@ -101,6 +113,14 @@ class Scheduler {
   void Tick();
 
   absl::StatusOr<JobStatus> GetJob(const std::string& job_id) const;
+  // O(new completions), for watchers. NOT_FOUND for an unknown job.
+  absl::StatusOr<JobDelta> DoneSince(const std::string& job_id, size_t cursor) const;
+  // A counter bumped by every state change (submit, lease, result, expiry,
+  // cancel). AwaitChange blocks until it differs from `seen` or `timeout`
+  // passes, and returns its value: long polls and watches wake on change
+  // instead of sleeping in steps.
+  uint64_t version() const;
+  uint64_t AwaitChange(uint64_t seen, absl::Duration timeout) const;
   absl::StatusOr<std::vector<TaskRecord>> GetTasks(const std::string& job_id) const;
   SchedulerStats Stats() const;
   // Every job, newest first.
@@ -116,6 +136,7 @@ class Scheduler {
   struct Job {
     JobStatus status;
     std::vector<std::string> task_ids;
+    std::vector<std::string> done_order;  // task ids in completion order
     bool reuse = false;
   };
   absl::Status RecoverLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -126,6 +147,8 @@ class Scheduler {
   absl::Status FinishAttemptLocked(TaskRecord& t, const std::string& detail) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseLeaseLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDoneLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends to the job's completion order and failure count.
+  void CountDoneLocked(Job& j, const TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CancelTasksLocked(Job& j, JobState final_state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RefreshJobLocked(Job& j) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TaskRecord* HeldLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -151,6 +174,7 @@ class Scheduler {
   std::map<uint64_t, absl::Time> enqueued_at_ ABSL_GUARDED_BY(mu_);  // queue seq -> time (oldest first)
   int64_t lease_expiries_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t retries_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace coordinator

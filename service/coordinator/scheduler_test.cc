@@ -43,6 +43,38 @@ TEST_F(SchedulerTest, LeaseCompleteOnce) {
   EXPECT_EQ(s.QueuedTasks(), 0);
 }
 
+TEST_F(SchedulerTest, DoneSinceReturnsOnlyNewCompletionsAndCountsFailures) {
+  SchedulerOptions o = opt;
+  o.is_failed = [](const TaskRecord& t) { return t.result == "bad"; };
+  Scheduler sched(&clock, o);
+  auto id = sched.Submit(Job(3));
+  ASSERT_TRUE(id.ok());
+  auto d0 = sched.DoneSince(*id, 0);
+  ASSERT_TRUE(d0.ok());
+  EXPECT_TRUE(d0->done.empty());
+  EXPECT_EQ(d0->cursor, 0u);
+  const uint64_t v0 = sched.version();
+  auto a = sched.LeaseTask("w", {"cpu"});
+  auto b = sched.LeaseTask("w", {"cpu"});
+  ASSERT_TRUE(a && b);
+  EXPECT_GT(sched.version(), v0);
+  // A change already happened: no waiting.
+  EXPECT_EQ(sched.AwaitChange(v0, absl::Hours(1)), sched.version());
+  ASSERT_TRUE(sched.Complete(b->lease_id, "bad").ok());
+  auto d1 = sched.DoneSince(*id, d0->cursor);
+  ASSERT_EQ(d1->done.size(), 1u);
+  EXPECT_EQ(d1->done[0].task_id, b->task_id);
+  EXPECT_EQ(d1->status.tasks_failed, 1);
+  ASSERT_TRUE(sched.Complete(a->lease_id, "good").ok());
+  auto d2 = sched.DoneSince(*id, d1->cursor);
+  ASSERT_EQ(d2->done.size(), 1u);
+  EXPECT_EQ(d2->done[0].task_id, a->task_id);
+  EXPECT_EQ(d2->status.tasks_failed, 1);
+  EXPECT_EQ(d2->cursor, 2u);
+  EXPECT_TRUE(sched.DoneSince(*id, d2->cursor)->done.empty());
+  EXPECT_EQ(sched.DoneSince("job-404", 0).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(SchedulerTest, StatsCountQueueAndAge) {
   ASSERT_TRUE(s.Submit(Job(3)).ok());
   clock.Advance(absl::Seconds(7));

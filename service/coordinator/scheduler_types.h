@@ -58,6 +58,7 @@ struct JobStatus {
   absl::Time created;
   std::optional<absl::Time> deadline, finished;
   int tasks_total = 0, tasks_done = 0, tasks_running = 0;
+  int tasks_failed = 0;  // DONE tasks the failure predicate calls failed
   std::string payload;  // opaque (the serialized JobSpec)
 };
 

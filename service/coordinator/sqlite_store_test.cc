@@ -41,7 +41,11 @@ class SqliteStoreTest : public ::testing::Test {
   }
   std::string path_;
   FakeClock clock_;
-  SchedulerOptions opt_{absl::Seconds(30), 3, 1000};
+  SchedulerOptions opt_ = [] {
+    SchedulerOptions o{absl::Seconds(30), 3, 1000};
+    o.is_failed = [](const TaskRecord& t) { return t.result.rfind("fail", 0) == 0; };
+    return o;
+  }();
   std::unique_ptr<SqliteStore> store_;
   std::unique_ptr<Scheduler> sched_;
 };
@@ -54,19 +58,21 @@ TEST_F(SqliteStoreTest, RestartKeepsJobsLeasesAndResults) {
   auto b = sched_->LeaseTask("w2", {"cpu"});
   auto c = sched_->LeaseTask("w3", {"cpu"});
   ASSERT_TRUE(a && b && c);
-  ASSERT_TRUE(sched_->Complete(a->lease_id, "result-a").ok());
+  ASSERT_TRUE(sched_->Complete(a->lease_id, "fail-a").ok());
   ASSERT_TRUE(sched_->FailInfra(c->lease_id, "signal 9").ok());
 
   Restart();  // the coordinator is killed and comes back
   auto job = sched_->GetJob(*id);
   ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->tasks_failed, 1);  // recomputed from the stored results
+  ASSERT_EQ(sched_->DoneSince(*id, 0)->done.size(), 1u);
   EXPECT_EQ(job->state, JobState::kRunning);
   EXPECT_EQ(job->tasks_total, 4);
   EXPECT_EQ(job->tasks_done, 1);
   EXPECT_EQ(job->tasks_running, 1);
   EXPECT_EQ(job->payload, "spec-bytes");
   auto tasks = sched_->GetTasks(*id);
-  EXPECT_EQ(tasks->at(0).result, "result-a");
+  EXPECT_EQ(tasks->at(0).result, "fail-a");
   ASSERT_EQ(tasks->at(2).attempts.size(), 1u);
   EXPECT_EQ(tasks->at(2).attempts[0].detail, "signal 9");
   EXPECT_EQ(tasks->at(2).attempts[0].worker_id, "w3");

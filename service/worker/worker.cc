@@ -58,6 +58,11 @@ absl::Status Worker::Register() {
   v1::RegisterWorkerResponse resp;
   const grpc::Status st = stub_->RegisterWorker(Ctx(options_.rpc_timeout).get(), req, &resp);
   if (!st.ok()) return absl::UnavailableError(absl::StrCat("register: ", st.error_message()));
+  // Heartbeat at the coordinator's interval, but at least 3 times per lease.
+  int64_t ms = resp.heartbeat_interval().seconds() * 1000 + resp.heartbeat_interval().nanos() / 1000000;
+  const int64_t lease_ms = resp.lease_duration().seconds() * 1000 + resp.lease_duration().nanos() / 1000000;
+  if (lease_ms > 0) ms = ms > 0 ? std::min(ms, lease_ms / 3) : lease_ms / 3;
+  if (ms > 0) heartbeat_ms_ = std::max<int64_t>(ms, 50);
   return absl::OkStatus();
 }
 
@@ -104,22 +109,38 @@ void Worker::Heartbeats() {
     const grpc::Status st = stub_->Heartbeat(Ctx(options_.rpc_timeout).get(), req, &resp);
     if (st.ok() && resp.drain()) draining_ = true;
     if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) (void)Register();  // coordinator forgot us
-    absl::SleepFor(absl::Seconds(1));
+    // Sleep one interval, but notice a finished drain promptly.
+    const absl::Time next = absl::Now() + absl::Milliseconds(heartbeat_ms_.load());
+    while (absl::Now() < next) {
+      if (draining_) {
+        absl::MutexLock l(&mu_);
+        if (running_leases_.empty()) return;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
   }
 }
 
-void Worker::Report(const std::string& lease_id, const v1::TaskResult& result) {
+bool Worker::Report(const std::string& lease_id, const v1::TaskResult& result, int device_index,
+                    v1::LeaseTaskResponse* next) {
   v1::ReportResultRequest req;
   req.set_worker_id(options_.worker_id);
   req.set_lease_id(lease_id);
   *req.mutable_result() = result;
+  if (next != nullptr) req.mutable_next()->set_device_index(device_index);
   // Retry until the coordinator answers (it may be restarting); "not accepted"
   // is an answer: the lease was lost and someone else will run the task.
   for (int attempt = 0;; ++attempt) {
     v1::ReportResultResponse resp;
     const grpc::Status st = stub_->ReportResult(Ctx(options_.rpc_timeout).get(), req, &resp);
-    if (st.ok()) return;
-    if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) return;
+    if (st.ok()) {
+      if (next != nullptr && resp.next().has_task()) {
+        *next = std::move(*resp.mutable_next());
+        return true;
+      }
+      return false;
+    }
+    if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) return false;
     absl::SleepFor(std::min(absl::Milliseconds(50) * (1 << std::min(attempt, 6)), absl::Seconds(3)));
   }
 }
@@ -130,24 +151,33 @@ void Worker::Executor(int slot) {
     absl::MutexLock l(&mu_);
     index = options_.devices[slot].index();
   }
-  while (!draining_) {
+  v1::LeaseTaskResponse next;
+  bool have_next = false;
+  while (!draining_ || have_next) {
     {
       absl::MutexLock l(&mu_);
       if (!options_.devices[slot].healthy()) return;
     }
-    v1::LeaseTaskRequest lr;
-    lr.set_worker_id(options_.worker_id);
-    lr.set_device_index(index);
-    lr.mutable_max_wait()->set_seconds(absl::ToInt64Seconds(options_.long_poll));
-    lr.mutable_max_wait()->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(options_.long_poll) % 1000000000));
     v1::LeaseTaskResponse lease;
-    const grpc::Status st = stub_->LeaseTask(Ctx(options_.long_poll + options_.rpc_timeout).get(), lr, &lease);
-    if (!st.ok()) {
-      if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) (void)Register();
-      absl::SleepFor(absl::Milliseconds(200));
-      continue;
+    if (have_next) {  // handed out with the previous report
+      lease = std::move(next);
+      next.Clear();
+      have_next = false;
+    } else {
+      v1::LeaseTaskRequest lr;
+      lr.set_worker_id(options_.worker_id);
+      lr.set_device_index(index);
+      lr.mutable_max_wait()->set_seconds(absl::ToInt64Seconds(options_.long_poll));
+      lr.mutable_max_wait()->set_nanos(
+          static_cast<int32_t>(absl::ToInt64Nanoseconds(options_.long_poll) % 1000000000));
+      const grpc::Status st = stub_->LeaseTask(Ctx(options_.long_poll + options_.rpc_timeout).get(), lr, &lease);
+      if (!st.ok()) {
+        if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) (void)Register();
+        absl::SleepFor(absl::Milliseconds(200));
+        continue;
+      }
+      if (!lease.has_task()) continue;
     }
-    if (!lease.has_task()) continue;
     {
       absl::MutexLock l(&mu_);
       running_leases_.insert(lease.lease_id());
@@ -193,11 +223,27 @@ void Worker::Executor(int slot) {
     } else {
       ++completed_;
     }
-    Report(lease.lease_id(), result);
+    // Ask for the next lease in the same call unless this device is about to
+    // stop (draining, or this failure makes it unhealthy).
+    bool ask_next = !draining_.load();
+    {
+      absl::MutexLock l(&mu_);
+      if (infra && consecutive_failures_[slot] + 1 >= options_.unhealthy_after) ask_next = false;
+    }
+    {
+      // The next lease counts as running from the moment it is granted, so
+      // heartbeats renew it.
+      absl::MutexLock l(&mu_);
+      running_leases_.erase(lease.lease_id());
+    }
+    have_next = Report(lease.lease_id(), result, index, ask_next ? &next : nullptr);
+    if (have_next) {
+      absl::MutexLock l(&mu_);
+      running_leases_.insert(next.lease_id());
+    }
     bool now_unhealthy = false;
     {
       absl::MutexLock l(&mu_);
-      running_leases_.erase(lease.lease_id());
       int& fails = consecutive_failures_[slot];
       fails = infra ? fails + 1 : 0;
       if (fails >= options_.unhealthy_after && options_.devices[slot].healthy()) {

@@ -62,7 +62,10 @@ class Worker {
   absl::Status Register();
   void Executor(int device_slot);
   void Heartbeats();
-  void Report(const std::string& lease_id, const v1::TaskResult& result);
+  // Reports (retrying until the coordinator answers). With `next`, asks for
+  // the next lease in the same call; true when one was granted into *next.
+  bool Report(const std::string& lease_id, const v1::TaskResult& result, int device_index,
+              v1::LeaseTaskResponse* next);
   std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration d) const;
 
   WorkerOptions options_;
@@ -70,6 +73,7 @@ class Worker {
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> completed_{0}, infra_failures_{0};
+  std::atomic<int64_t> heartbeat_ms_{1000};  // from the coordinator at registration
   mutable absl::Mutex mu_;
   std::set<std::string> running_leases_ ABSL_GUARDED_BY(mu_);
   std::vector<int> consecutive_failures_ ABSL_GUARDED_BY(mu_);
