@@ -74,6 +74,10 @@ struct DeviceState {
   DeviceRuntime* runtime = nullptr;
   TimingOptions timing;
   std::unique_ptr<DeviceCase> mirror;
+  // A device fault (INTERNAL from the runtime) leaves the context unusable:
+  // later sides of the task are not run, and say why, instead of failing
+  // with errors that would be blamed on them.
+  std::string fault;
 };
 
 // One side (baseline or candidate) of a task.
@@ -105,6 +109,9 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
                                         " device; this executor has ",
                                         dev.runtime ? absl::StrCat("a ", dev.runtime->kind(), " device") : "none"));
     }
+    if (!dev.fault.empty()) {
+      return SetError(out, absl::StrCat("not run: the device faulted earlier in this task (", dev.fault, ")"));
+    }
     if (dev.mirror == nullptr) {
       auto m = DeviceCase::Upload(*dev.runtime, data);
       if (!m.ok()) return SetError(out, absl::StrCat("uploading inputs: ", m.status().message()));
@@ -113,7 +120,13 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
     CheckOptions once = co;
     once.repetitions = 1;  // correctness run; timing is the harness's job
     auto r = CheckKernel(data, dev.mirror->Kernel(*kernel, tile), once, &reference);
-    if (!r.ok()) return SetError(out, r.status().message());
+    if (!r.ok()) {
+      if (r.status().code() == absl::StatusCode::kInternal) {
+        dev.fault = std::string(r.status().message());
+        return SetError(out, absl::StrCat("device fault: ", r.status().message()));
+      }
+      return SetError(out, r.status().message());
+    }
     FillAccuracy(r->accuracy, out->mutable_accuracy());
     TimingOptions to = dev.timing;
     to.samples = std::max(to.samples, co.repetitions);
@@ -123,7 +136,10 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
       out->mutable_accuracy()->set_reason(
           absl::StrCat(out->accuracy().reason(), out->accuracy().reason().empty() ? "" : "; ",
                        "timing failed: ", timing.status().message()));
-      if (timing.status().code() == absl::StatusCode::kInternal) SetError(out, out->accuracy().reason());
+      if (timing.status().code() == absl::StatusCode::kInternal) {
+        dev.fault = std::string(timing.status().message());
+        SetError(out, absl::StrCat("device fault: ", out->accuracy().reason()));
+      }
       return;
     }
     t->set_median_us(timing->median_s * 1e6);
