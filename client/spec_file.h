@@ -7,15 +7,12 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/yaml_json.h"
 #include "mxval/v1/mxval.pb.h"
 
 namespace mxval {
 
 inline constexpr size_t kMaxSpecFileBytes = 4 << 20;
-
-// YAML text -> JSON text (mappings, sequences, scalars; plain scalars that
-// look like numbers, booleans or null are typed, quoted ones stay strings).
-absl::StatusOr<std::string> YamlToJson(const std::string& yaml);
 
 // Parses spec text; `yaml` selects the syntax.
 absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, bool yaml);

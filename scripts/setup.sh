@@ -17,7 +17,8 @@ PACKAGES=(
   libsqlite3-dev         # the coordinator's durable store
   prometheus-cpp-dev     # metrics (core + pull exposer)
   prometheus             # promtool, which checks real scrapes in the tests
-  libyaml-dev            # YAML job specs
+  libyaml-dev            # YAML job specs and triage rule files
+  libre2-dev             # triage rule patterns (RE2)
 )
 
 missing=()
