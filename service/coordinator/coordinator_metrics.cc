@@ -42,7 +42,20 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                    .Help("Task attempts re-queued after an infrastructure failure or lease expiry.")
                    .Register(r)
                    .Add({})),
-      workers_(prometheus::BuildGauge().Name("mxval_coordinator_workers").Help("Registered workers by arch and state.").Register(r)) {}
+      workers_(prometheus::BuildGauge().Name("mxval_coordinator_workers").Help("Registered workers by arch and state.").Register(r)),
+      triage_(prometheus::BuildCounter()
+                  .Name("mxval_coordinator_triage_decisions_total")
+                  .Help("Final triage of finished tasks and triaged CI logs, by class and signature kind.")
+                  .Register(r)),
+      reruns_(prometheus::BuildCounter()
+                  .Name("mxval_coordinator_triage_reruns_total")
+                  .Help("Failing tasks re-run on the same inputs to verify them.")
+                  .Register(r)
+                  .Add({})),
+      triage_changed_(prometheus::BuildCounter()
+                          .Name("mxval_coordinator_triage_changed_total")
+                          .Help("Tasks whose triage class after the verification re-run differs from the first run's.")
+                          .Register(r)) {}
 
 void CoordinatorMetrics::TaskReported(const std::string& outcome, double run_seconds) {
   tasks_reported_.Add({{"outcome", outcome}}).Increment();

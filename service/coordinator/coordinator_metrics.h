@@ -25,6 +25,16 @@ class CoordinatorMetrics {
   void JobRejected(const std::string& reason) { jobs_rejected_.Add({{"reason", reason}}).Increment(); }
   // outcome: "pass", "fail" (a verdict other than pass), "infra", "lost" (late report).
   void TaskReported(const std::string& outcome, double run_seconds);
+  // A task's final triage: class (PR_TOUCHED, ...) and signature kind, a
+  // bounded label ("candidate FAIL_MISMATCH", "infra", a log rule name).
+  void TriageDecision(const std::string& triage_class, const std::string& signature) {
+    triage_.Add({{"class", triage_class}, {"signature", signature}}).Increment();
+  }
+  void VerifyRerun() { reruns_.Increment(); }
+  // The class after the verification re-run differs from the first run's.
+  void TriageChanged(const std::string& from, const std::string& to) {
+    triage_changed_.Add({{"from", from}, {"to", to}}).Increment();
+  }
   // Gauges from a snapshot; workers counted by (arch, state).
   void Refresh(const SchedulerStats& s, const std::map<std::pair<std::string, std::string>, int>& workers);
 
@@ -39,6 +49,9 @@ class CoordinatorMetrics {
   prometheus::Counter& lease_expiries_;
   prometheus::Counter& retries_;
   prometheus::Family<prometheus::Gauge>& workers_;
+  prometheus::Family<prometheus::Counter>& triage_;
+  prometheus::Counter& reruns_;
+  prometheus::Family<prometheus::Counter>& triage_changed_;
   double last_expiries_ = 0, last_retries_ = 0;
 };
 

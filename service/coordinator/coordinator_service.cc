@@ -7,6 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "service/triage/kernel_triage.h"
+#include "service/triage/triage_config.h"
 #include "grpcpp/health_check_service_interface.h"
 
 namespace mxval {
@@ -40,33 +42,6 @@ bool Final(v1::JobState s) {
   return s == v1::JOB_STATE_DONE || s == v1::JOB_STATE_CANCELLED || s == v1::JOB_STATE_EXPIRED;
 }
 
-// The result as clients see it: the worker's report with the coordinator's
-// authoritative attempts; for an infrastructure-failed task, the attempts alone.
-v1::TaskResult ResultOf(const TaskRecord& t) {
-  v1::TaskResult r;
-  if (t.has_result) r.ParseFromString(t.result);
-  if (!t.has_result) {
-    v1::TaskSpec spec;
-    spec.ParseFromString(t.input.payload);
-    *r.mutable_shape() = spec.shape();
-    r.set_m(spec.m());
-    r.set_arch(spec.arch());
-  }
-  r.set_task_id(t.task_id);
-  r.set_reused(t.reused);
-  r.clear_attempts();
-  for (const AttemptRecord& a : t.attempts) {
-    v1::Attempt* p = r.add_attempts();
-    p->set_worker_id(a.worker_id);
-    ToProto(a.started, p->mutable_started());
-    if (a.finished != absl::InfinitePast()) ToProto(a.finished, p->mutable_finished());
-    p->set_failure(a.infra_failure ? v1::FAILURE_CLASS_INFRA : v1::FAILURE_CLASS_NONE);
-    p->set_failure_detail(a.detail);
-  }
-  return r;
-}
-
-
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
 }
@@ -92,7 +67,52 @@ grpc::Status ToGrpc(const absl::Status& s) {
 }
 
 Coordinator::Coordinator(const Clock* clock, Scheduler* scheduler, CoordinatorOptions options)
-    : clock_(clock), scheduler_(scheduler), options_(std::move(options)) {}
+    : clock_(clock), scheduler_(scheduler), options_(std::move(options)) {
+  rules_ = options_.log_rules;
+  if (rules_ == nullptr) {
+    own_rules_ = std::move(*triage::LogClassifier::Create(triage::DefaultLogRules()));
+    rules_ = own_rules_.get();
+  }
+  ownership_ = options_.ownership;
+  if (ownership_ == nullptr) {
+    own_ownership_ = std::move(*triage::Ownership::Create(triage::DefaultOwnership()));
+    ownership_ = own_ownership_.get();
+  }
+}
+
+// The worker's report with the coordinator's authoritative attempts (for an
+// infrastructure-failed task, the attempts alone), and its triage.
+v1::TaskResult Coordinator::ResultOf(const TaskRecord& t, const v1::JobSpec& spec) const {
+  v1::TaskResult r;
+  v1::TaskSpec task;
+  task.ParseFromString(t.input.payload);
+  if (t.has_result) r.ParseFromString(t.result);
+  if (!t.has_result) {
+    *r.mutable_shape() = task.shape();
+    r.set_m(task.m());
+    r.set_arch(task.arch());
+  }
+  r.set_task_id(t.task_id);
+  r.set_reused(t.reused);
+  r.clear_attempts();
+  r.clear_triage();
+  for (const AttemptRecord& a : t.attempts) {
+    v1::Attempt* p = r.add_attempts();
+    p->set_worker_id(a.worker_id);
+    p->set_device_index(a.device);
+    ToProto(a.started, p->mutable_started());
+    if (a.finished != absl::InfinitePast()) ToProto(a.finished, p->mutable_finished());
+    p->set_failure(a.infra_failure ? v1::FAILURE_CLASS_INFRA : v1::FAILURE_CLASS_NONE);
+    p->set_failure_detail(a.detail);
+  }
+  if (t.state == TaskState::kDone) {
+    v1::TaskResult first;
+    const bool has_first = !t.first_result.empty() && first.ParseFromString(t.first_result);
+    triage::KernelTaskFacts f{&spec, &task, &r, has_first ? &first : nullptr, t.infra_failed};
+    *r.mutable_triage() = triage::ClassifyKernelTask(f, *ownership_);
+  }
+  return r;
+}
 
 v1::Job Coordinator::JobHead(const JobStatus& status) const {
   v1::Job job;
@@ -118,7 +138,7 @@ absl::StatusOr<v1::Job> Coordinator::BuildJob(const std::string& job_id, bool in
   auto tasks = scheduler_->GetTasks(job_id);
   if (!tasks.ok()) return tasks.status();
   for (const TaskRecord& t : *tasks) {
-    if (t.state == TaskState::kDone) *job.add_results() = ResultOf(t);
+    if (t.state == TaskState::kDone) *job.add_results() = ResultOf(t, job.spec());
   }
   return job;
 }
@@ -177,7 +197,7 @@ grpc::Status Coordinator::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobR
     for (const TaskRecord& t : delta->done) {
       v1::JobEvent ev;
       *ev.mutable_job() = head;
-      *ev.mutable_result() = ResultOf(t);
+      *ev.mutable_result() = ResultOf(t, head.spec());
       if (!writer->Write(ev)) return grpc::Status::OK;  // client went away
     }
     const std::string progress = absl::StrCat(head.state(), "/", head.progress().SerializeAsString());
@@ -267,10 +287,10 @@ absl::StatusOr<std::set<std::string>> Coordinator::LeaseArchs(const std::string&
   return archs;
 }
 
-bool Coordinator::TryLease(const std::string& worker_id, const std::set<std::string>& archs,
+bool Coordinator::TryLease(const std::string& worker_id, const std::set<std::string>& archs, int device,
                            v1::LeaseTaskResponse* resp) {
   if (archs.empty()) return false;
-  auto lease = scheduler_->LeaseTask(worker_id, archs);
+  auto lease = scheduler_->LeaseTask(worker_id, archs, device);
   if (!lease) return false;
   v1::TaskSpec* task = resp->mutable_task();
   task->ParseFromString(lease->payload);
@@ -292,7 +312,7 @@ grpc::Status Coordinator::LeaseTask(grpc::ServerContext* ctx, const v1::LeaseTas
   const absl::Time until = absl::Now() + wait;  // real time: this is I/O waiting, not scheduling logic
   while (true) {
     const uint64_t seen = scheduler_->version();
-    if (TryLease(req->worker_id(), *archs, resp)) return grpc::Status::OK;
+    if (TryLease(req->worker_id(), *archs, req->device_index(), resp)) return grpc::Status::OK;
     const absl::Time now = absl::Now();
     if (now >= until || ctx->IsCancelled()) return grpc::Status::OK;
     // Wake when anything is queued; the cap re-checks time-based eligibility
@@ -330,9 +350,14 @@ grpc::Status Coordinator::ReportResult(grpc::ServerContext*, const v1::ReportRes
   const v1::TaskResult& r = req->result();
   const bool infra = r.attempts_size() > 0 && r.attempts(r.attempts_size() - 1).failure() == v1::FAILURE_CLASS_INFRA;
   absl::Duration ran = -absl::Seconds(1);
+  const bool pass = r.baseline().accuracy().verdict() == v1::VERDICT_PASS &&
+                    r.candidate().accuracy().verdict() == v1::VERDICT_PASS;
+  // A failing result is confirmed by one re-run on the same inputs
+  // (preferably elsewhere) before it is final: triage tells flaky from real.
+  bool requeued = false;
   const absl::Status st =
       infra ? scheduler_->FailInfra(req->lease_id(), r.attempts(r.attempts_size() - 1).failure_detail(), &ran)
-            : scheduler_->Complete(req->lease_id(), r.SerializeAsString(), &ran);
+            : scheduler_->Complete(req->lease_id(), r.SerializeAsString(), &ran, /*verify=*/!pass, &requeued);
   if (absl::IsFailedPrecondition(st)) {
     resp->set_accepted(false);  // the lease was lost: not recorded, and that is final
   } else if (!st.ok()) {
@@ -341,10 +366,10 @@ grpc::Status Coordinator::ReportResult(grpc::ServerContext*, const v1::ReportRes
     resp->set_accepted(true);
   }
   if (options_.metrics) {
-    const bool pass = r.baseline().accuracy().verdict() == v1::VERDICT_PASS &&
-                      r.candidate().accuracy().verdict() == v1::VERDICT_PASS;
     const char* outcome = !resp->accepted() ? "lost" : infra ? "infra" : pass ? "pass" : "fail";
     options_.metrics->TaskReported(outcome, absl::ToDoubleSeconds(ran));
+    if (requeued) options_.metrics->VerifyRerun();
+    if (resp->accepted() && !requeued && !r.task_id().empty()) RecordTriage(r.task_id());
   }
   {
     absl::MutexLock l(&mu_);
@@ -353,8 +378,49 @@ grpc::Status Coordinator::ReportResult(grpc::ServerContext*, const v1::ReportRes
   }
   if (req->has_next()) {
     auto archs = LeaseArchs(req->worker_id(), req->next().device_index());
-    if (archs.ok()) TryLease(req->worker_id(), *archs, resp->mutable_next());
+    if (archs.ok()) TryLease(req->worker_id(), *archs, req->next().device_index(), resp->mutable_next());
   }
+  return grpc::Status::OK;
+}
+
+namespace {
+// A bounded label from a signature: "candidate FAIL_MISMATCH", "infra".
+std::string SignatureKind(const std::string& sig) {
+  if (sig.rfind("infra", 0) == 0) return "infra";
+  const size_t colon = sig.find(':');
+  return colon == std::string::npos ? sig : sig.substr(0, colon);
+}
+}  // namespace
+
+void Coordinator::RecordTriage(const std::string& task_id) {
+  auto t = scheduler_->GetTask(task_id);
+  if (!t.ok() || t->state != TaskState::kDone) return;
+  auto job = scheduler_->GetJob(t->job_id);
+  if (!job.ok()) return;
+  v1::JobSpec spec;
+  spec.ParseFromString(job->payload);
+  const v1::TaskResult r = ResultOf(*t, spec);
+  const std::string final_class = triage::TriageClassName(r.triage().triage_class());
+  options_.metrics->TriageDecision(final_class, SignatureKind(r.triage().signature()));
+  if (!t->first_result.empty()) {  // what the first run alone would have said
+    TaskRecord alone = *t;
+    alone.result = t->first_result;
+    alone.first_result.clear();
+    const std::string first_class = triage::TriageClassName(ResultOf(alone, spec).triage().triage_class());
+    if (first_class != final_class) options_.metrics->TriageChanged(first_class, final_class);
+  }
+}
+
+grpc::Status Coordinator::TriageLogs(grpc::ServerContext*, const v1::TriageLogsRequest* req,
+                                     v1::TriageLogsResponse* resp) {
+  auto r = triage::TriageLogs(*req, *rules_, *ownership_, options_.log_triage);
+  if (!r.ok()) return ToGrpc(r.status());
+  if (options_.metrics) {
+    for (const v1::JobTriage& j : r->jobs()) {
+      options_.metrics->TriageDecision(triage::TriageClassName(j.triage_class()), j.rule().empty() ? "none" : j.rule());
+    }
+  }
+  *resp = std::move(*r);
   return grpc::Status::OK;
 }
 
@@ -416,6 +482,7 @@ std::unique_ptr<grpc::Server> StartServer(const std::string& address, Coordinato
   b.RegisterService(static_cast<v1::ValidationService::Service*>(coordinator));
   b.RegisterService(static_cast<v1::WorkerService::Service*>(coordinator));
   b.RegisterService(static_cast<v1::AdminService::Service*>(coordinator));
+  b.RegisterService(static_cast<v1::TriageService::Service*>(coordinator));
   return b.BuildAndStart();
 }
 

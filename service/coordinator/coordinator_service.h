@@ -18,6 +18,9 @@
 #include "grpcpp/grpcpp.h"
 #include "mxval/v1/mxval.grpc.pb.h"
 #include "service/coordinator/coordinator_metrics.h"
+#include "service/triage/log_classifier.h"
+#include "service/triage/log_triage.h"
+#include "service/triage/ownership.h"
 #include "service/coordinator/job_planner.h"
 #include "service/coordinator/scheduler.h"
 
@@ -35,6 +38,10 @@ struct CoordinatorOptions {
   int max_message_bytes = 16 << 20;
   PlannerOptions planner = PlannerOptions::WithBuiltinTables();
   CoordinatorMetrics* metrics = nullptr;  // optional
+  // Triage configuration; null: the built-in rules and ownership map.
+  const triage::LogClassifier* log_rules = nullptr;
+  const triage::Ownership* ownership = nullptr;
+  triage::LogTriageOptions log_triage;
 };
 
 grpc::Status ToGrpc(const absl::Status& s);
@@ -48,7 +55,8 @@ SchedulerOptions WithFailurePredicate(SchedulerOptions o);
 // The three services over one scheduler. Thread-safe.
 class Coordinator final : public v1::ValidationService::Service,
                           public v1::WorkerService::Service,
-                          public v1::AdminService::Service {
+                          public v1::AdminService::Service,
+                          public v1::TriageService::Service {
  public:
   Coordinator(const Clock* clock, Scheduler* scheduler, CoordinatorOptions options);
 
@@ -67,6 +75,9 @@ class Coordinator final : public v1::ValidationService::Service,
   grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
   grpc::Status DrainWorker(grpc::ServerContext*, const v1::DrainWorkerRequest*, v1::DrainWorkerResponse*) override;
 
+  // TriageService
+  grpc::Status TriageLogs(grpc::ServerContext*, const v1::TriageLogsRequest*, v1::TriageLogsResponse*) override;
+
   // Updates the gauges of options.metrics (if any) from the scheduler and the worker registry.
   void RefreshMetrics() const;
 
@@ -76,11 +87,16 @@ class Coordinator final : public v1::ValidationService::Service,
  private:
   // State, progress and spec of a job (no results).
   v1::Job JobHead(const JobStatus& status) const;
+  // The result as clients see it, with its triage.
+  v1::TaskResult ResultOf(const TaskRecord& t, const v1::JobSpec& spec) const;
   // The archs a worker's device may take now (empty while draining).
   // FAILED_PRECONDITION for an unregistered worker.
   absl::StatusOr<std::set<std::string>> LeaseArchs(const std::string& worker_id, int device_index);
   // One lease attempt without waiting; fills `resp` and returns true on success.
-  bool TryLease(const std::string& worker_id, const std::set<std::string>& archs, v1::LeaseTaskResponse* resp);
+  bool TryLease(const std::string& worker_id, const std::set<std::string>& archs, int device,
+                v1::LeaseTaskResponse* resp);
+  // Counts a finished task's triage in the metrics.
+  void RecordTriage(const std::string& task_id);
 
   struct WorkerEntry {
     v1::WorkerCapabilities capabilities;
@@ -91,6 +107,10 @@ class Coordinator final : public v1::ValidationService::Service,
   };
   v1::WorkerStatus StatusOf(const std::string& id, const WorkerEntry& w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  std::unique_ptr<triage::LogClassifier> own_rules_;
+  std::unique_ptr<triage::Ownership> own_ownership_;
+  const triage::LogClassifier* rules_ = nullptr;
+  const triage::Ownership* ownership_ = nullptr;
   const Clock* clock_;
   Scheduler* scheduler_;
   const CoordinatorOptions options_;

@@ -37,6 +37,7 @@ absl::Status Scheduler::RecoverLocked() {
     const bool job_final = j.status.state == JobState::kCancelled || j.status.state == JobState::kExpired;
     TaskRecord& t = tasks_[rec.task_id] = std::move(rec);
     j.task_ids.push_back(t.task_id);
+    if (!t.first_result.empty()) ++j.verify_reruns;
     ++j.status.tasks_total;
     if (job_final && (t.state == TaskState::kQueued || t.state == TaskState::kLeased)) t.state = TaskState::kCancelled;
     switch (t.state) {
@@ -143,7 +144,8 @@ void Scheduler::EnqueueLocked(TaskRecord& t) {
   t.lease_worker.clear();
 }
 
-std::optional<Lease> Scheduler::LeaseTask(const std::string& worker_id, const std::set<std::string>& archs) {
+std::optional<Lease> Scheduler::LeaseTask(const std::string& worker_id, const std::set<std::string>& archs,
+                                          int device) {
   absl::MutexLock l(&mu_);
   TickLocked();
   // Best queued task across the worker's archs; within the first few of each
@@ -182,7 +184,7 @@ std::optional<Lease> Scheduler::LeaseTask(const std::string& worker_id, const st
   updated.lease_id = absl::StrCat("lease-", next_id_++);
   updated.lease_worker = worker_id;
   updated.lease_expiry = now + options_.lease_duration;
-  updated.attempts.push_back(AttemptRecord{worker_id, now, absl::InfinitePast(), false, ""});
+  updated.attempts.push_back(AttemptRecord{worker_id, now, absl::InfinitePast(), false, "", device});
   if (!PersistLocked(updated).ok()) return std::nullopt;  // the worker polls again
   queues_[best_arch].erase(key);
   queued_at_.erase(task_id);
@@ -239,24 +241,53 @@ void Scheduler::MarkDoneLocked(TaskRecord& t) {
   RefreshJobLocked(j);
 }
 
-absl::Status Scheduler::Complete(const std::string& lease_id, const std::string& result, absl::Duration* ran) {
+absl::Status Scheduler::Complete(const std::string& lease_id, const std::string& result, absl::Duration* ran,
+                                 bool verify, bool* requeued) {
   absl::MutexLock l(&mu_);
   TickLocked();
+  if (requeued) *requeued = false;
   TaskRecord* t = HeldLocked(lease_id);
   if (t == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is not held; result not recorded"));
   }
+  Job& job = jobs_[t->job_id];
+  const int budget = std::max(options_.verify_min_per_job,
+                              job.status.tasks_total / std::max(1, options_.verify_fraction_div));
+  const bool rerun = verify && t->first_result.empty() && job.verify_reruns < budget;
   TaskRecord updated = *t;
   updated.attempts.back().finished = clock_->Now();
-  updated.has_result = true;
-  updated.result = result;
-  updated.state = TaskState::kDone;
+  if (rerun) {
+    updated.first_result = result;
+    updated.attempts.back().detail = "failed; re-running on the same inputs to verify";
+    updated.state = TaskState::kQueued;
+    updated.lease_id.clear();
+    updated.lease_worker.clear();
+  } else {
+    updated.has_result = true;
+    updated.result = result;
+    updated.state = TaskState::kDone;
+  }
   if (absl::Status st = PersistLocked(updated); !st.ok()) return st;  // the worker retries the report
   if (ran) *ran = updated.attempts.back().finished - updated.attempts.back().started;
   ReleaseLeaseLocked(*t);
   *t = std::move(updated);
-  MarkDoneLocked(*t);
+  if (rerun) {
+    ++job.verify_reruns;
+    ++verify_reruns_;
+    EnqueueLocked(*t);
+    RefreshJobLocked(job);
+    if (requeued) *requeued = true;
+  } else {
+    MarkDoneLocked(*t);
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<TaskRecord> Scheduler::GetTask(const std::string& task_id) const {
+  absl::MutexLock l(&mu_);
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return absl::NotFoundError(absl::StrCat("task_id: no task '", task_id, "'"));
+  return it->second;
 }
 
 absl::Status Scheduler::FinishAttemptLocked(TaskRecord& t, const std::string& detail) {
@@ -265,7 +296,9 @@ absl::Status Scheduler::FinishAttemptLocked(TaskRecord& t, const std::string& de
   a.finished = clock_->Now();
   a.infra_failure = true;
   a.detail = detail;
-  const bool retry = static_cast<int>(updated.attempts.size()) < options_.max_attempts;
+  const int infra_attempts = static_cast<int>(std::count_if(
+      updated.attempts.begin(), updated.attempts.end(), [](const AttemptRecord& r) { return r.infra_failure; }));
+  const bool retry = infra_attempts < options_.max_attempts;
   if (retry) {
     updated.state = TaskState::kQueued;
     updated.lease_id.clear();
@@ -451,6 +484,7 @@ SchedulerStats Scheduler::Stats() const {
   s.oldest_queued_age = enqueued_at_.empty() ? absl::ZeroDuration() : clock_->Now() - enqueued_at_.begin()->second;
   s.lease_expiries_total = lease_expiries_;
   s.retries_total = retries_;
+  s.verify_reruns_total = verify_reruns_;
   return s;
 }
 

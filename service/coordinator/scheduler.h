@@ -47,6 +47,10 @@ struct SchedulerOptions {
   // Whether a DONE task counts as failed (the scheduler does not read
   // results; the coordinator parses them). Unset: infrastructure failures only.
   std::function<bool(const TaskRecord&)> is_failed;
+  // Verification re-runs of failing tasks (triage): at most this many per
+  // job beyond max(0, ...) — max(verify_min, tasks / verify_fraction_div).
+  int verify_min_per_job = 16;
+  int verify_fraction_div = 4;
 };
 
 // What changed in a job since a cursor: its status and the tasks that became
@@ -70,6 +74,7 @@ struct SchedulerStats {
   absl::Duration oldest_queued_age;  // zero when nothing is queued
   int64_t lease_expiries_total = 0;  // leases that expired (worker lost or stalled)
   int64_t retries_total = 0;         // attempts re-queued after an infrastructure failure
+  int64_t verify_reruns_total = 0;   // failing tasks re-run to verify them
 };
 
 class Scheduler {
@@ -90,7 +95,7 @@ class Scheduler {
   // `archs`, preferring tasks that have not failed on this worker; a task that
   // failed on this worker within retry_elsewhere_grace is not offered to it at
   // all. nullopt if none. Expired leases and deadlines are processed first.
-  std::optional<Lease> LeaseTask(const std::string& worker_id, const std::set<std::string>& archs);
+  std::optional<Lease> LeaseTask(const std::string& worker_id, const std::set<std::string>& archs, int device = 0);
 
   // Extends a lease. UNAVAILABLE if the store write fails. FAILED_PRECONDITION if it is no longer held (expired,
   // re-leased elsewhere, cancelled, done).
@@ -99,7 +104,14 @@ class Scheduler {
   // Records the result of a held lease, exactly once. FAILED_PRECONDITION if
   // the lease is not held (a late report from a worker presumed dead).
   // *ran (optional) receives the attempt's duration (lease to report).
-  absl::Status Complete(const std::string& lease_id, const std::string& result, absl::Duration* ran = nullptr);
+  // With `verify` (the result is a failure triage wants confirmed): the first
+  // time, the result is kept as the task's first_result and the task is
+  // re-queued for one re-run on the same inputs, preferably on another worker
+  // (bounded per job); *requeued (optional) says whether that happened.
+  absl::Status Complete(const std::string& lease_id, const std::string& result, absl::Duration* ran = nullptr,
+                        bool verify = false, bool* requeued = nullptr);
+  // One task. NOT_FOUND for an unknown id.
+  absl::StatusOr<TaskRecord> GetTask(const std::string& task_id) const;
 
   // The worker could not run the task (crash, signal, timeout, OOM): records
   // an infrastructure attempt and re-queues, or finishes the task as an
@@ -138,6 +150,7 @@ class Scheduler {
     std::vector<std::string> task_ids;
     std::vector<std::string> done_order;  // task ids in completion order
     bool reuse = false;
+    int verify_reruns = 0;
   };
   absl::Status RecoverLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PersistLocked(const TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -174,6 +187,7 @@ class Scheduler {
   std::map<uint64_t, absl::Time> enqueued_at_ ABSL_GUARDED_BY(mu_);  // queue seq -> time (oldest first)
   int64_t lease_expiries_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t retries_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t verify_reruns_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

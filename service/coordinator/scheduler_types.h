@@ -35,7 +35,8 @@ struct AttemptRecord {
   std::string worker_id;
   absl::Time started, finished;
   bool infra_failure = false;
-  std::string detail;  // "lease expired", exit code / signal, ...
+  std::string detail;  // "lease expired", exit code / signal, "failed; re-run to verify"
+  int device = 0;      // the worker's device index
 };
 
 struct TaskRecord {
@@ -49,6 +50,9 @@ struct TaskRecord {
   bool reused = false;
   bool infra_failed = false;  // DONE because every attempt failed on infrastructure
   std::string result;         // opaque (the serialized TaskResult)
+  // The first result when a failing task was re-run to verify it (triage
+  // compares the two runs on the same inputs); empty otherwise.
+  std::string first_result;
 };
 
 struct JobStatus {

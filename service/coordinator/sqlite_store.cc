@@ -22,7 +22,8 @@ absl::Time FromUs(int64_t us) { return us == kNone ? absl::InfinitePast() : absl
 std::string AttemptsJson(const std::vector<AttemptRecord>& attempts) {
   nlohmann::json a = nlohmann::json::array();
   for (const AttemptRecord& r : attempts) {
-    a.push_back({{"w", r.worker_id}, {"s", Us(r.started)}, {"f", Us(r.finished)}, {"i", r.infra_failure}, {"d", r.detail}});
+    a.push_back({{"w", r.worker_id}, {"s", Us(r.started)}, {"f", Us(r.finished)}, {"i", r.infra_failure}, {"d", r.detail},
+              {"v", r.device}});
   }
   return a.dump();
 }
@@ -33,7 +34,7 @@ std::vector<AttemptRecord> ParseAttempts(const std::string& text) {
   if (!a.is_array()) return out;
   for (const auto& r : a) {
     out.push_back(AttemptRecord{r.value("w", ""), FromUs(r.value("s", kNone)), FromUs(r.value("f", kNone)),
-                                r.value("i", false), r.value("d", "")});
+                                r.value("i", false), r.value("d", ""), r.value("v", 0)});
   }
   return out;
 }
@@ -75,9 +76,9 @@ class Stmt {
 
 constexpr int kTaskUpsert = 0, kNextId = 1;
 constexpr char kTaskUpsertSql[] =
-    "INSERT INTO tasks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+    "INSERT INTO tasks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
     " ON CONFLICT(task_id) DO UPDATE SET state=?7, attempts=?8, lease_id=?9, lease_worker=?10,"
-    " lease_expiry_us=?11, has_result=?12, reused=?13, infra_failed=?14, result=?15";
+    " lease_expiry_us=?11, has_result=?12, reused=?13, infra_failed=?14, result=?15, first_result=?16";
 constexpr char kNextIdSql[] = "UPDATE meta SET value = ?1 WHERE key = 'next_id'";
 
 absl::Status Err(sqlite3* db, const std::string& what) {
@@ -112,6 +113,27 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   };
   for (const char* sql : kSchema) {
     if (absl::Status st = s->Exec(sql); !st.ok()) return st;
+  }
+  // Versioned migrations, applied in order at start-up, each in a transaction.
+  static const std::pair<int, const char*> kMigrations[] = {
+      {2, "ALTER TABLE tasks ADD COLUMN first_result BLOB NOT NULL DEFAULT x''"},  // triage re-runs
+  };
+  int64_t version = 1;
+  {
+    Stmt st(s->db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+    if (st.ok() && sqlite3_step(st.get()) == SQLITE_ROW) version = st.ColInt(0);
+  }
+  for (const auto& [to, sql] : kMigrations) {
+    if (version >= to) continue;
+    if (absl::Status st = s->Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
+    absl::Status st = s->Exec(sql);
+    if (st.ok()) st = s->Exec(absl::StrCat("UPDATE meta SET value = ", to, " WHERE key = 'schema_version'").c_str());
+    if (!st.ok()) {
+      (void)s->Exec("ROLLBACK");
+      return st;
+    }
+    if (absl::Status c = s->Exec("COMMIT"); !c.ok()) return c;
+    version = to;
   }
   return s;
 }
@@ -164,6 +186,7 @@ absl::Status SqliteStore::WriteTaskLocked(const TaskRecord& t) {
   st.Int(13, t.reused);
   st.Int(14, t.infra_failed);
   st.Blob(15, t.result);
+  st.Blob(16, t.first_result);
   return sqlite3_step(st.get()) == SQLITE_DONE ? absl::OkStatus() : Err(db_, "write task");
 }
 
@@ -246,7 +269,7 @@ absl::StatusOr<StoreSnapshot> SqliteStore::Load() {
   {
     Stmt st(db_,
             "SELECT t.task_id, t.job_id, t.arch, t.dedup_key, t.payload, t.state, t.attempts, t.lease_id, t.lease_worker,"
-            " t.lease_expiry_us, t.has_result, t.reused, t.infra_failed, t.result FROM tasks t JOIN jobs j"
+            " t.lease_expiry_us, t.has_result, t.reused, t.infra_failed, t.result, t.first_result FROM tasks t JOIN jobs j"
             " ON t.job_id = j.job_id ORDER BY j.seq, t.seq");
     if (!st.ok()) return Err(db_, "load tasks");
     while (sqlite3_step(st.get()) == SQLITE_ROW) {
@@ -265,6 +288,7 @@ absl::StatusOr<StoreSnapshot> SqliteStore::Load() {
       t.reused = st.ColInt(11) != 0;
       t.infra_failed = st.ColInt(12) != 0;
       t.result = st.ColBlob(13);
+      t.first_result = st.ColBlob(14);
       snap.tasks.push_back(std::move(t));
     }
   }
