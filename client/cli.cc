@@ -363,6 +363,7 @@ const std::map<std::string, Verb>& Verbs() {
       {"worker", {"run a worker daemon for a coordinator", WorkerVerb}},
       {"submit", {"submit a validation job to a coordinator (--wait for the report)", SubmitVerb}},
       {"get", {"print a job's report: table, json, junit or markdown", GetVerb}},
+      {"triage", {"sort failing CI jobs into caused-by-this-change and unrelated, from their logs", TriageVerb}},
       {"demo", {"embedded service demo: coordinator + local workers, GLM-5 sweep, report", DemoVerb}},
       {"watch", {"stream a job's progress", [](const std::vector<std::string>& a, std::ostream& o, std::ostream& e) {
                    return AdminVerb("watch", a, o, e);

@@ -195,5 +195,41 @@ TEST(Cli, BinaryExitCodes) {
   EXPECT_EQ(status(bin + " run --shapes custom:1x32x64 --m 2 --reps 1"), 0);
 }
 
+// `mxval triage` on the realistic fixtures: the Markdown headline, the gate
+// (exit 1 only because of the PR_TOUCHED job), and clear errors.
+TEST(Cli, TriageLogsGateOnlyOnTheChange) {
+  const std::string d = MXVAL_TRIAGE_DATA;
+  Result r = Cli({"triage", "--changed-files", d + "/changed_files.txt", "--logs", d + "/logs", "--base-logs",
+                  d + "/base", "--ownership", d + "/ownership.yaml"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.out.find("**1 new failure**, 6 unrelated, 1 unknown"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("### Caused by this change (PR_TOUCHED): 1"), std::string::npos);
+  EXPECT_NE(r.out.find("**gpu-kernel-test**"), std::string::npos);
+  // A change that touches nothing any job covers: nothing gates.
+  const std::string none = Tmp("changed_none.txt");
+  std::ofstream(none) << "docs/README.md\n";
+  r = Cli({"triage", "--changed-files", none, "--logs", d + "/logs", "--base-logs", d + "/base", "--ownership",
+           d + "/ownership.yaml"});
+  EXPECT_EQ(r.code, 0) << r.out;
+  // JSON output parses and carries every job.
+  r = Cli({"triage", "--changed-files", none, "--logs", d + "/logs", "--ownership", d + "/ownership.yaml", "--format",
+           "json"});
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["jobs"].size(), 8u);
+  // Bad input: exit 2 naming the flag.
+  const std::string bad_rules = Tmp("bad_rules.yaml");
+  std::ofstream(bad_rules) << "rules:\n  - name: x\n    pattern: '(a'\n";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"triage", "--changed-files", none, "--logs", "/nonexistent"},
+           {"triage", "--changed-files", "/nonexistent", "--logs", d + "/logs"},
+           {"triage", "--changed-files", none, "--logs", d + "/logs", "--rules", bad_rules},
+           {"triage", "--changed-files", none, "--logs", d + "/logs", "--fail-on", "sometimes"}}) {
+    r = Cli(args);
+    EXPECT_EQ(r.code, 2) << args[3] << ": " << r.err;
+    EXPECT_NE(r.err.find("--"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace mxval

@@ -1,8 +1,11 @@
 #include "client/report.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "service/triage/kernel_triage.h"
 
 namespace mxval {
 namespace {
@@ -41,6 +44,124 @@ std::string Delta(double base, double cand) {
 }
 
 }  // namespace
+
+std::string MarkdownEscape(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '|': o += "\\|"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '`': o += "\\`"; break;
+      case '*': o += "\\*"; break;
+      case '_': o += "\\_"; break;
+      case '\n': case '\r': o += ' '; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+bool ParseGatePolicy(const std::string& t, GatePolicy* p) {
+  if (t == "pr-touched") *p = {false, false};
+  else if (t == "pr-touched,untouched" || t == "untouched,pr-touched") *p = {true, false};
+  else if (t == "any") *p = {true, true};
+  else return false;
+  return true;
+}
+
+namespace {
+bool Gates(v1::TriageClass c, const GatePolicy& p) {
+  if (c == v1::TRIAGE_CLASS_PR_TOUCHED) return true;
+  if (c == v1::TRIAGE_CLASS_UNTOUCHED_FAILURE) return p.fail_on_untouched;
+  return p.fail_on_any && c != v1::TRIAGE_CLASS_PASS && c != v1::TRIAGE_CLASS_UNSPECIFIED;
+}
+
+// Classes in report order: what needs action first.
+constexpr v1::TriageClass kOrder[] = {v1::TRIAGE_CLASS_PR_TOUCHED, v1::TRIAGE_CLASS_UNTOUCHED_FAILURE,
+                                      v1::TRIAGE_CLASS_UNKNOWN,    v1::TRIAGE_CLASS_FLAKY,
+                                      v1::TRIAGE_CLASS_PRE_EXISTING, v1::TRIAGE_CLASS_INFRA};
+
+const char* ClassHeading(v1::TriageClass c) {
+  switch (c) {
+    case v1::TRIAGE_CLASS_PR_TOUCHED: return "Caused by this change (PR_TOUCHED)";
+    case v1::TRIAGE_CLASS_UNTOUCHED_FAILURE: return "Suspicious: fails on a path this change did not touch (UNTOUCHED_FAILURE)";
+    case v1::TRIAGE_CLASS_UNKNOWN: return "Not enough evidence (UNKNOWN)";
+    case v1::TRIAGE_CLASS_FLAKY: return "Flaky: failed, then passed on the same inputs (FLAKY)";
+    case v1::TRIAGE_CLASS_PRE_EXISTING: return "Unrelated: fails without this change too (PRE_EXISTING)";
+    case v1::TRIAGE_CLASS_INFRA: return "Unrelated: infrastructure (INFRA)";
+    default: return "Other";
+  }
+}
+
+std::string Headline(const std::map<v1::TriageClass, int>& n) {
+  auto get = [&](v1::TriageClass c) { auto it = n.find(c); return it == n.end() ? 0 : it->second; };
+  const int fresh = get(v1::TRIAGE_CLASS_PR_TOUCHED);
+  const int unrelated = get(v1::TRIAGE_CLASS_PRE_EXISTING) + get(v1::TRIAGE_CLASS_INFRA);
+  std::string h = absl::StrCat("**", fresh, " new failure", fresh == 1 ? "" : "s", "**, ", unrelated, " unrelated");
+  if (int u = get(v1::TRIAGE_CLASS_UNTOUCHED_FAILURE)) absl::StrAppend(&h, ", ", u, " suspicious (untouched path)");
+  if (int f = get(v1::TRIAGE_CLASS_FLAKY)) absl::StrAppend(&h, ", ", f, " flaky");
+  if (int k = get(v1::TRIAGE_CLASS_UNKNOWN)) absl::StrAppend(&h, ", ", k, " unknown");
+  return h;
+}
+}  // namespace
+
+int JobExitCode(const v1::Job& job, const GatePolicy& p) {
+  if (job.state() != v1::JOB_STATE_DONE) return 1;
+  for (const v1::TaskResult& r : job.results())
+    if (Gates(r.triage().triage_class(), p)) return 1;
+  // Without results (or triage) in hand, fall back to the failure count.
+  if (job.results_size() == 0 && job.progress().tasks_failed() > 0) return 1;
+  return 0;
+}
+
+int LogTriageExitCode(const v1::TriageLogsResponse& r, const GatePolicy& p) {
+  for (const v1::JobTriage& j : r.jobs())
+    if (Gates(j.triage_class(), p)) return 1;
+  return 0;
+}
+
+std::string TriageMarkdown(const v1::Job& job) {
+  std::map<v1::TriageClass, int> n;
+  for (const v1::TaskResult& r : job.results()) ++n[r.triage().triage_class()];
+  std::string md = absl::StrCat("### Triage\n\n", Headline(n), "\n");
+  for (v1::TriageClass c : kOrder) {
+    if (!n.count(c)) continue;
+    absl::StrAppend(&md, "\n#### ", ClassHeading(c), ": ", n[c], "\n\n");
+    for (const v1::TaskResult& r : job.results()) {
+      if (r.triage().triage_class() != c) continue;
+      absl::StrAppend(&md, "- **", MarkdownEscape(ShapeName(r.shape())), " M=", r.m(), " ", MarkdownEscape(r.arch()),
+                      "**: ", MarkdownEscape(r.triage().reason()), "\n");
+      for (const std::string& e : r.triage().evidence()) absl::StrAppend(&md, "  - ", MarkdownEscape(e), "\n");
+    }
+  }
+  return md;
+}
+
+std::string LogTriageMarkdown(const v1::TriageLogsResponse& r) {
+  std::map<v1::TriageClass, int> n;
+  for (const v1::JobTriage& j : r.jobs()) ++n[j.triage_class()];
+  std::string md = absl::StrCat("## mxval log triage\n\n", Headline(n), " (", r.jobs_size(), " failing jobs)\n");
+  for (v1::TriageClass c : kOrder) {
+    if (!n.count(c)) continue;
+    absl::StrAppend(&md, "\n### ", ClassHeading(c), ": ", n[c], "\n\n");
+    for (const v1::JobTriage& j : r.jobs()) {
+      if (j.triage_class() != c) continue;
+      absl::StrAppend(&md, "- **", MarkdownEscape(j.name()), "**: ", MarkdownEscape(j.reason()), "\n");
+      for (const v1::LogLine& l : j.matched_lines()) {
+        // Inside a code span nothing is interpreted; only a backtick or a
+        // newline could end it.
+        std::string code = l.text().substr(0, 240);
+        for (char& ch : code)
+          if (ch == '`' || ch == '\n' || ch == '\r') ch = '\'';
+        absl::StrAppend(&md, "  - line ", l.number(), ": `", code, "`\n");
+      }
+    }
+  }
+  return md;
+}
 
 bool IsReportFormat(const std::string& f) { return f == "table" || f == "json" || f == "junit" || f == "markdown"; }
 
@@ -89,7 +210,9 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
           ++failures;
           const char* which = side == &r.baseline() ? "baseline" : "candidate";
           absl::StrAppend(&cases, "      <failure message=\"", which, " ", XmlEscape(VerdictText(*side)), " (",
-                          XmlEscape(side->dispatch_entry()), ")\">", XmlEscape(side->accuracy().reason()),
+                          XmlEscape(side->dispatch_entry()), ") [",
+                          triage::TriageClassName(r.triage().triage_class()), "]\">",
+                          XmlEscape(side->accuracy().reason()), "\n", XmlEscape(r.triage().reason()),
                           "</failure>\n");
         }
       }
@@ -109,16 +232,21 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
     for (const v1::TaskResult& r : job.results()) {
       if (Infra(r)) {
         absl::StrAppend(&md, "| ", ShapeName(r.shape()), " | ", r.m(), " | ", r.arch(),
-                        " | | | | | | infrastructure failure | ", r.attempts(r.attempts_size() - 1).failure_detail(),
-                        " |\n");
+                        " | | | | | | infrastructure failure | ",
+                        MarkdownEscape(r.attempts(r.attempts_size() - 1).failure_detail()), " |\n");
         continue;
       }
       const double b = r.baseline().timing().median_us(), c = r.candidate().timing().median_us();
-      absl::StrAppend(&md, "| ", ShapeName(r.shape()), " | ", r.m(), " | ", r.arch(), " | `",
+      absl::StrAppend(&md, "| ", MarkdownEscape(ShapeName(r.shape())), " | ", r.m(), " | ", MarkdownEscape(r.arch()), " | `",
                       ConfigText(r.baseline().config()), "` | `", ConfigText(r.candidate().config()), "` | ",
                       absl::StrFormat("%.1f", b), " | ", absl::StrFormat("%.1f", c), " | ", Delta(b, c), " | ",
                       VerdictText(r.baseline()), " | ", VerdictText(r.candidate()), " |\n");
     }
+    bool any_triage = false;
+    for (const v1::TaskResult& r : job.results())
+      any_triage |= r.triage().triage_class() != v1::TRIAGE_CLASS_PASS &&
+                    r.triage().triage_class() != v1::TRIAGE_CLASS_UNSPECIFIED;
+    if (any_triage) absl::StrAppend(&md, "\n", TriageMarkdown(job));
     return md;
   }
   std::string t = absl::StrFormat("%s %s: %d/%d done, %d failed\n%-22s %6s %-6s %-16s %-16s %10s %10s %8s\n",
@@ -132,9 +260,13 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
       continue;
     }
     const double b = r.baseline().timing().median_us(), c = r.candidate().timing().median_us();
-    absl::StrAppend(&t, absl::StrFormat("%-22s %6d %-6s %-16s %-16s %10.1f %10.1f %8s\n", ShapeName(r.shape()), r.m(),
+    const v1::TriageClass tc = r.triage().triage_class();
+    absl::StrAppend(&t, absl::StrFormat("%-22s %6d %-6s %-16s %-16s %10.1f %10.1f %8s%s\n", ShapeName(r.shape()), r.m(),
                                         r.arch(), VerdictText(r.baseline()), VerdictText(r.candidate()), b, c,
-                                        Delta(b, c)));
+                                        Delta(b, c),
+                                        tc == v1::TRIAGE_CLASS_PASS || tc == v1::TRIAGE_CLASS_UNSPECIFIED
+                                            ? ""
+                                            : absl::StrCat("  ", triage::TriageClassName(tc))));
   }
   return t;
 }

@@ -14,6 +14,12 @@
 #include "absl/strings/str_format.h"
 #include "client/flags.h"
 #include "client/report.h"
+#include <filesystem>
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
+#include "service/triage/log_triage.h"
+#include "service/triage/triage_config.h"
+#include "service/triage/kernel_triage.h"
 #include "client/spec_file.h"
 #include "google/protobuf/util/json_util.h"
 #include "prometheus/exposer.h"
@@ -265,8 +271,9 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string coordinator = "127.0.0.1:50051", spec_path, preset, m_text, request_id, format = "table", out_path;
   bool wait = false;
   int64_t timeout_s = 3600;
-  FlagSet f("submit", "Submits a validation job (a JSON JobSpec file, or --preset/--m) and optionally waits for it.\n"
-                      "Exit codes: 0 submitted (or, with --wait, every task passed), 1 failures, 2 bad spec, 3 unavailable.");
+  FlagSet f("submit", "Submits a validation job (a JSON/YAML JobSpec file, or --preset/--m) and optionally waits for it.\n"
+                      "Exit codes: 0 submitted (with --wait: nothing that --fail-on gates), 1 a gating failure or an\n"
+                      "unfinished job, 2 bad spec, 3 unavailable.");
   f.String("coordinator", &coordinator, "coordinator address host:port");
   f.String("spec", &spec_path, "JobSpec file: .json (proto3 JSON mapping) or .yaml/.yml (same structure)");
   f.String("preset", &preset, "shape preset (instead of --spec)");
@@ -276,7 +283,12 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   f.String("format", &format, "report format with --wait: table | json | junit | markdown");
   f.String("out", &out_path, "write the report to this file instead of stdout");
   f.Int("timeout", &timeout_s, "seconds to wait with --wait");
+  std::string fail_on = "pr-touched,untouched";
+  f.String("fail-on", &fail_on, "with --wait: triage classes that make the exit code 1: pr-touched | "
+                                "pr-touched,untouched | any");
   if (int rc = ParseFlags(f, args, "submit", out, err); rc >= 0) return rc;
+  GatePolicy gate;
+  if (!ParseGatePolicy(fail_on, &gate)) return Usage(err, "submit", "--fail-on must be pr-touched, pr-touched,untouched or any");
   if (!IsReportFormat(format)) return Usage(err, "submit", "--format must be table, json, junit or markdown");
   v1::SubmitJobRequest req;
   req.set_request_id(request_id);
@@ -325,20 +337,26 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (tty) err << "\n";
   st = reader->Finish();
   if (!st.ok()) return GrpcExit(err, "submit", st);
-  return GetVerb({"--coordinator", coordinator, "--job", job_id, "--format", format, "--out", out_path.empty() ? "-" : out_path},
+  return GetVerb({"--coordinator", coordinator, "--job", job_id, "--format", format, "--out", out_path.empty() ? "-" : out_path,
+                  "--fail-on", fail_on},
                  out, err);
 }
 
 int GetVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string coordinator = "127.0.0.1:50051", job_id, format = "table", out_path = "-";
-  FlagSet f("get", "Prints a job's report. Exit codes: 0 every task passed, 1 some failed or unfinished, 2 unknown job,\n"
+  FlagSet f("get", "Prints a job's report with its triage. Exit codes: 0 nothing that --fail-on gates, 1 a gating\n"
+                   "failure (default: PR_TOUCHED or UNTOUCHED_FAILURE) or an unfinished job, 2 unknown job,\n"
                    "3 coordinator unavailable.");
+  std::string fail_on = "pr-touched,untouched";
+  f.String("fail-on", &fail_on, "triage classes that make the exit code 1: pr-touched | pr-touched,untouched | any");
   f.String("coordinator", &coordinator, "coordinator address host:port");
   f.String("job", &job_id, "job id", true);
   f.String("format", &format, "table | json | junit | markdown");
   f.String("out", &out_path, "file to write ('-': stdout)");
   if (int rc = ParseFlags(f, args, "get", out, err); rc >= 0) return rc;
   if (!IsReportFormat(format)) return Usage(err, "get", "--format must be table, json, junit or markdown");
+  GatePolicy gate;
+  if (!ParseGatePolicy(fail_on, &gate)) return Usage(err, "get", "--fail-on must be pr-touched, pr-touched,untouched or any");
   auto stub = v1::ValidationService::NewStub(grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials()));
   v1::GetJobRequest g;
   g.set_job_id(job_id);
@@ -357,8 +375,7 @@ int GetVerb(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       return kInternal;
     }
   }
-  const bool all_passed = job.state() == v1::JOB_STATE_DONE && job.progress().tasks_failed() == 0;
-  return all_passed ? kOk : kFailed;
+  return JobExitCode(job, gate) == 0 ? kOk : kFailed;
 }
 
 }  // namespace mxval
@@ -463,11 +480,18 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
     auto reader = stub->WatchJob(ctx.get(), w);
     v1::JobEvent ev;
     v1::Job last;
+    std::vector<v1::TaskResult> results;
     while (reader->Read(&ev)) {
       last = ev.job();
+      if (ev.has_result()) results.push_back(ev.result());
       const auto& p = ev.job().progress();
       if (ev.has_result()) {
-        out << "  " << ev.result().task_id() << " M=" << ev.result().m() << " done\n";
+        const v1::TriageClass tc = ev.result().triage().triage_class();
+        out << "  " << ev.result().task_id() << " M=" << ev.result().m() << " done"
+            << (tc == v1::TRIAGE_CLASS_PASS || tc == v1::TRIAGE_CLASS_UNSPECIFIED
+                    ? std::string()
+                    : absl::StrCat(" ", triage::TriageClassName(tc), ": ", ev.result().triage().reason()))
+            << "\n";
       } else {
         out << v1::JobState_Name(ev.job().state()) << " " << p.tasks_done() << "/" << p.tasks_total() << " done, "
             << p.tasks_failed() << " failed\n";
@@ -476,7 +500,8 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
     }
     const grpc::Status st = reader->Finish();
     if (!st.ok()) return GrpcExit(err, verb, st);
-    return last.state() == v1::JOB_STATE_DONE && last.progress().tasks_failed() == 0 ? kOk : kFailed;
+    for (v1::TaskResult& r : results) *last.add_results() = std::move(r);
+    return JobExitCode(last, GatePolicy{}) == 0 ? kOk : kFailed;
   }
   if (verb == "cancel") {
     v1::CancelJobRequest r;
@@ -537,6 +562,140 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
   if (!st.ok()) return GrpcExit(err, verb, st);
   out << worker_id << " " << v1::WorkerState_Name(resp.worker().state()) << "\n";
   return kOk;
+}
+
+}  // namespace mxval
+
+namespace mxval {
+namespace {
+
+// The last `cap` bytes of a file (CI logs can be huge; failures are at the
+// end). NOT_FOUND if unreadable.
+absl::StatusOr<std::string> ReadTail(const std::string& path, int64_t cap) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
+  in.seekg(0, std::ios::end);
+  const int64_t size = in.tellg();
+  const int64_t start = size > cap ? size - cap : 0;
+  in.seekg(start);
+  std::string s(static_cast<size_t>(size - start), '\0');
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  return s;
+}
+
+}  // namespace
+
+int TriageVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string changed_path, logs_dir, base_dir, rules_path, ownership_path, coordinator, format = "markdown",
+                                                                                        out_path = "-";
+  std::string fail_on = "pr-touched,untouched";
+  int64_t max_log_bytes = 8 << 20;
+  FlagSet f("triage",
+            "Sorts failing CI jobs into caused-by-this-change and unrelated, from their logs.\n"
+            "Each file in --logs is one failing job (name: the file name without .log/.txt); the file of the same\n"
+            "name in --base-logs is that job's log on the merge base. Exit codes: 0 nothing that --fail-on gates,\n"
+            "1 something does (default: PR_TOUCHED or UNTOUCHED_FAILURE), 2 bad input, 3 coordinator unavailable.");
+  f.String("changed-files", &changed_path, "file listing the change's files, one path per line", true);
+  f.String("logs", &logs_dir, "directory of failing jobs' logs", true);
+  f.String("base-logs", &base_dir, "directory of the same jobs' logs on the merge base");
+  f.String("rules", &rules_path, "rule file (.yaml or .json; default: the built-in rules)");
+  f.String("ownership", &ownership_path, "ownership map (.yaml or .json; default: the built-in map)");
+  f.String("coordinator", &coordinator, "ask this coordinator's TriageService instead of triaging locally");
+  f.String("format", &format, "markdown | json");
+  f.String("out", &out_path, "file to write ('-': stdout)");
+  f.String("fail-on", &fail_on, "classes that make the exit code 1: pr-touched | pr-touched,untouched | any");
+  f.Int("max-log-bytes", &max_log_bytes, "read at most this many bytes from the end of each log");
+  if (int rc = ParseFlags(f, args, "triage", out, err); rc >= 0) return rc;
+  GatePolicy gate;
+  if (!ParseGatePolicy(fail_on, &gate)) return Usage(err, "triage", "--fail-on must be pr-touched, pr-touched,untouched or any");
+  if (format != "markdown" && format != "json") return Usage(err, "triage", "--format must be markdown or json");
+  if (max_log_bytes < 1024 || max_log_bytes > (int64_t{256} << 20)) {
+    return Usage(err, "triage", "--max-log-bytes must be in [1024, 268435456]");
+  }
+  v1::TriageLogsRequest req;
+  {
+    auto text = ReadTail(changed_path, 64 << 20);
+    if (!text.ok()) return Usage(err, "triage", absl::StrCat("--changed-files: ", text.status().message()));
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      line = absl::StripAsciiWhitespace(line);
+      if (!line.empty() && line[0] != '#') req.add_changed_files(std::string(line));
+    }
+  }
+  std::error_code ec;
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(logs_dir, ec))
+    if (e.is_regular_file()) files.push_back(e.path());
+  if (ec) return Usage(err, "triage", absl::StrCat("--logs: ", logs_dir, ": ", ec.message()));
+  if (files.empty()) return Usage(err, "triage", absl::StrCat("--logs: no files in ", logs_dir));
+  std::sort(files.begin(), files.end());
+  for (const auto& p : files) {
+    v1::CiJobLog* j = req.add_jobs();
+    std::string name = p.filename().string();
+    for (const char* ext : {".log", ".txt"})
+      if (absl::EndsWith(name, ext)) name.resize(name.size() - strlen(ext));
+    j->set_name(name);
+    auto log = ReadTail(p.string(), max_log_bytes);
+    if (!log.ok()) return Usage(err, "triage", std::string(log.status().message()));
+    j->set_log(std::move(*log));
+    if (!base_dir.empty()) {
+      const std::filesystem::path b = std::filesystem::path(base_dir) / p.filename();
+      if (std::filesystem::is_regular_file(b, ec)) {
+        auto base = ReadTail(b.string(), max_log_bytes);
+        if (base.ok()) j->set_base_log(std::move(*base));
+      }
+    }
+  }
+  v1::TriageLogsResponse resp;
+  if (!coordinator.empty()) {
+    grpc::ChannelArguments ca;
+    ca.SetMaxSendMessageSize(-1);
+    ca.SetMaxReceiveMessageSize(64 << 20);
+    auto stub = v1::TriageService::NewStub(
+        grpc::CreateCustomChannel(coordinator, grpc::InsecureChannelCredentials(), ca));
+    const grpc::Status st = stub->TriageLogs(Ctx(absl::Seconds(120)).get(), req, &resp);
+    if (!st.ok()) return GrpcExit(err, "triage", st);
+  } else {
+    v1::LogRules rules = triage::DefaultLogRules();
+    if (!rules_path.empty()) {
+      auto r = triage::LoadLogRules(rules_path);
+      if (!r.ok()) return Usage(err, "triage", absl::StrCat("--rules: ", r.status().message()));
+      rules = std::move(*r);
+    }
+    auto classifier = triage::LogClassifier::Create(rules);
+    if (!classifier.ok()) return Usage(err, "triage", absl::StrCat("--rules: ", classifier.status().message()));
+    v1::OwnershipMap map = triage::DefaultOwnership();
+    if (!ownership_path.empty()) {
+      auto m = triage::LoadOwnership(ownership_path);
+      if (!m.ok()) return Usage(err, "triage", absl::StrCat("--ownership: ", m.status().message()));
+      map = std::move(*m);
+    }
+    auto ownership = triage::Ownership::Create(map);
+    if (!ownership.ok()) return Usage(err, "triage", absl::StrCat("--ownership: ", ownership.status().message()));
+    triage::LogTriageOptions o;
+    o.max_log_bytes = static_cast<size_t>(max_log_bytes);
+    auto r = triage::TriageLogs(req, **classifier, **ownership, o);
+    if (!r.ok()) return Usage(err, "triage", std::string(r.status().message()));
+    resp = std::move(*r);
+  }
+  std::string text;
+  if (format == "json") {
+    google::protobuf::util::JsonPrintOptions jo;
+    jo.add_whitespace = true;
+    (void)google::protobuf::util::MessageToJsonString(resp, &text, jo);
+  } else {
+    text = LogTriageMarkdown(resp);
+  }
+  if (out_path == "-") {
+    out << text;
+  } else {
+    std::ofstream o(out_path);
+    o << text;
+    if (!o) {
+      err << "mxval triage: cannot write '" << out_path << "'\n";
+      return kInternal;
+    }
+  }
+  return LogTriageExitCode(resp, gate) == 0 ? kOk : kFailed;
 }
 
 }  // namespace mxval

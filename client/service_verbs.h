@@ -17,6 +17,8 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
 int DemoVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // "watch", "cancel", "jobs", "workers", "drain".
 int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// Log triage of failing CI jobs (locally, or through a coordinator).
+int TriageVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int GetVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace mxval

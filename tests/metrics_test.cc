@@ -95,6 +95,13 @@ TEST(Metrics, ScrapesAreCleanAndPlausible) {
   }
   (*w)->Drain();
   t.join();
+  v1::TriageLogsRequest logs;
+  logs.add_changed_files("README.md");
+  v1::CiJobLog* log = logs.add_jobs();
+  log->set_name("unit-test");
+  log->set_log("FAILED tests/test_a.py::test_b - AssertionError\n");
+  v1::TriageLogsResponse triaged;
+  ASSERT_TRUE(coord.TriageLogs(&ctx, &logs, &triaged).ok());
   coord.RefreshMetrics();
 
   prometheus::Exposer coord_exposer("127.0.0.1:0"), worker_exposer("127.0.0.1:0");
@@ -114,6 +121,11 @@ TEST(Metrics, ScrapesAreCleanAndPlausible) {
   EXPECT_NE(cs.find("mxval_coordinator_tasks{state=\"queued\"} 0"), std::string::npos) << cs;
   EXPECT_NE(cs.find("mxval_coordinator_task_run_seconds_count 4"), std::string::npos) << cs;
   EXPECT_NE(cs.find("mxval_coordinator_workers{arch=\"cpu\",state=\"active\"} 1"), std::string::npos) << cs;
+  EXPECT_NE(cs.find("mxval_coordinator_triage_decisions_total{class=\"PASS\",signature=\"none\"} 4"),
+            std::string::npos) << cs;
+  EXPECT_NE(cs.find("mxval_coordinator_triage_decisions_total{class=\"UNKNOWN\",signature=\"pytest-failure\"} 1"),
+            std::string::npos) << cs;
+  EXPECT_NE(cs.find("mxval_coordinator_triage_reruns_total 0"), std::string::npos) << cs;
   EXPECT_NE(ws.find("mxval_worker_tasks_total{outcome=\"pass\"} 4"), std::string::npos) << ws;
   EXPECT_NE(ws.find("mxval_worker_kernel_time_seconds_count{kernel=\"a16wfp4_cpu\",m_bucket=\"17-64\",side=\"candidate\"} 2"),
             std::string::npos)

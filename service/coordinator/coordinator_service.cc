@@ -386,6 +386,7 @@ grpc::Status Coordinator::ReportResult(grpc::ServerContext*, const v1::ReportRes
 namespace {
 // A bounded label from a signature: "candidate FAIL_MISMATCH", "infra".
 std::string SignatureKind(const std::string& sig) {
+  if (sig.empty()) return "none";
   if (sig.rfind("infra", 0) == 0) return "infra";
   const size_t colon = sig.find(':');
   return colon == std::string::npos ? sig : sig.substr(0, colon);

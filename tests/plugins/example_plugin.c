@@ -12,6 +12,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "mxval/kernel_api.h"
@@ -56,8 +58,32 @@ static size_t workspace_size(const mxval_gemm_args* a, const mxval_tile_config* 
   return 0;
 }
 
+#if defined(MXVAL_EXAMPLE_CRASH_ONCE) || defined(MXVAL_EXAMPLE_FLAKY_ONCE)
+/* 1 the first time this is called for a marker directory, 0 afterwards. */
+static int first_time(const char* what) {
+  const char* dir = getenv("MXVAL_EXAMPLE_MARKER_DIR");
+  if (dir == NULL) return 0;
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s.marker", dir, what);
+  const int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0644);
+  if (fd < 0) return 0;
+  close(fd);
+  return 1;
+}
+#endif
+
 static int32_t run(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
   if (can_implement(a, c, err, len) != 0) return 1;
+  float out_scale = 1.0f;
+#ifdef MXVAL_EXAMPLE_WRONG
+  out_scale = 2.0f;
+#endif
+#ifdef MXVAL_EXAMPLE_CRASH_ONCE
+  if (first_time("crash_once")) raise(SIGSEGV);
+#endif
+#ifdef MXVAL_EXAMPLE_FLAKY_ONCE
+  if (first_time("flaky_once")) out_scale = 2.0f;
+#endif
 #ifdef MXVAL_EXAMPLE_CRASH
   raise(SIGSEGV);
 #endif
@@ -80,7 +106,7 @@ static int32_t run(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
           const unsigned code = (k & 1) ? (wp[k / 2] >> 4) : (wp[k / 2] & 15u);
           acc += bf16_to_float(x[b * a->x_stride_b + m * a->x_stride_m + k * a->x_stride_k]) * e2m1(code) * e8m0(ws[k / 32]);
         }
-        y[b * a->y_stride_b + m * a->y_stride_m + n] = float_to_bf16(acc);
+        y[b * a->y_stride_b + m * a->y_stride_m + n] = float_to_bf16(acc * out_scale);
       }
   return 0;
 }
@@ -89,8 +115,14 @@ static const mxval_tile_config kConfigs[] = {{1, 1, 32, 1, 1, 1}};
 static const mxval_kernel kKernels[] = {
     {"example_naive", MXVAL_DEVICE_CPU, "cpu", 1u << MXVAL_ACT_BF16, kConfigs, 1, can_implement, workspace_size, run}};
 static const mxval_kernel_library kLibrary = {MXVAL_KERNEL_ABI_VERSION, "example-plugin",
-#ifdef MXVAL_EXAMPLE_RAGGED_K_BUG
+#if defined(MXVAL_EXAMPLE_RAGGED_K_BUG)
                                               "example-buggy-1",
+#elif defined(MXVAL_EXAMPLE_WRONG)
+                                              "example-wrong-1",
+#elif defined(MXVAL_EXAMPLE_CRASH_ONCE)
+                                              "example-crash-once-1",
+#elif defined(MXVAL_EXAMPLE_FLAKY_ONCE)
+                                              "example-flaky-once-1",
 #else
                                               "example-1",
 #endif
