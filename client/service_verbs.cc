@@ -126,7 +126,27 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   f.Bool("insecure-allow-remote", &allow_remote, "listen on a non-loopback address without TLS (not recommended)");
   std::string metrics_listen;
   f.String("metrics-listen", &metrics_listen, "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)");
+  std::string rules_path, ownership_path;
+  f.String("triage-rules", &rules_path, "log triage rule file (.yaml/.json; default: built-in rules)");
+  f.String("ownership", &ownership_path, "ownership map for triage (.yaml/.json; default: built-in map)");
   if (int rc = ParseFlags(f, args, "serve", out, err); rc >= 0) return rc;
+  // Triage configuration is checked before anything starts.
+  std::unique_ptr<triage::LogClassifier> rules;
+  if (!rules_path.empty()) {
+    auto r = triage::LoadLogRules(rules_path);
+    if (!r.ok()) return Usage(err, "serve", absl::StrCat("--triage-rules: ", r.status().message()));
+    auto c = triage::LogClassifier::Create(*r);
+    if (!c.ok()) return Usage(err, "serve", absl::StrCat("--triage-rules: ", c.status().message()));
+    rules = std::move(*c);
+  }
+  std::unique_ptr<triage::Ownership> ownership;
+  if (!ownership_path.empty()) {
+    auto m = triage::LoadOwnership(ownership_path);
+    if (!m.ok()) return Usage(err, "serve", absl::StrCat("--ownership: ", m.status().message()));
+    auto o = triage::Ownership::Create(*m);
+    if (!o.ok()) return Usage(err, "serve", absl::StrCat("--ownership: ", o.status().message()));
+    ownership = std::move(*o);
+  }
   BlockTerminationSignals();
   if (!IsLoopback(listen) && !allow_remote) {
     return Usage(err, "serve", absl::StrCat("--listen ", listen, " is not a loopback address; without TLS (not built yet) "
@@ -146,6 +166,8 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   coordinator::CoordinatorOptions co;
   co.lease_duration = so.lease_duration;
+  co.log_rules = rules.get();
+  co.ownership = ownership.get();
   auto registry = std::make_shared<prometheus::Registry>();
   coordinator::CoordinatorMetrics metrics(*registry);
   co.metrics = &metrics;
@@ -652,8 +674,21 @@ int TriageVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
     ca.SetMaxReceiveMessageSize(64 << 20);
     auto stub = v1::TriageService::NewStub(
         grpc::CreateCustomChannel(coordinator, grpc::InsecureChannelCredentials(), ca));
-    const grpc::Status st = stub->TriageLogs(Ctx(absl::Seconds(120)).get(), req, &resp);
-    if (!st.ok()) return GrpcExit(err, "triage", st);
+    // Batches under the server's 16 MiB message limit; answers are merged in order.
+    constexpr size_t kBatchBytes = 12 << 20;
+    for (int i = 0; i < req.jobs_size();) {
+      v1::TriageLogsRequest batch;
+      *batch.mutable_changed_files() = req.changed_files();
+      size_t bytes = 0;
+      while (i < req.jobs_size() && (batch.jobs_size() == 0 || bytes + req.jobs(i).ByteSizeLong() <= kBatchBytes)) {
+        bytes += req.jobs(i).ByteSizeLong();
+        *batch.add_jobs() = req.jobs(i++);
+      }
+      v1::TriageLogsResponse part;
+      const grpc::Status st = stub->TriageLogs(Ctx(absl::Seconds(120)).get(), batch, &part);
+      if (!st.ok()) return GrpcExit(err, "triage", st);
+      for (v1::JobTriage& j : *part.mutable_jobs()) *resp.add_jobs() = std::move(j);
+    }
   } else {
     v1::LogRules rules = triage::DefaultLogRules();
     if (!rules_path.empty()) {

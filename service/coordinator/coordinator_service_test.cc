@@ -322,6 +322,27 @@ TEST_F(CoordinatorServiceTest, ReportCanLeaseTheNextTask) {
   EXPECT_FALSE(resp.next().has_task());
 }
 
+TEST_F(CoordinatorServiceTest, TriageLogsOverTheWire) {
+  auto triage = v1::TriageService::NewStub(channel_);
+  v1::TriageLogsRequest req;
+  v1::TriageLogsResponse resp;
+  EXPECT_EQ(triage->TriageLogs(Ctx().get(), req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  req.add_changed_files("kernels/gpu/a16wfp4_gpu.cu");
+  v1::CiJobLog* j = req.add_jobs();
+  j->set_name("gpu-kernel-tests");
+  j->set_log("[  FAILED  ] GpuKernels.RaggedK (3 ms)\n");
+  j->set_base_log("all passed\n");
+  v1::CiJobLog* k = req.add_jobs();
+  k->set_name("nightly");
+  k->set_log("RuntimeError: No HIP GPUs are available\n\xff\xfe");
+  ASSERT_TRUE(triage->TriageLogs(Ctx().get(), req, &resp).ok());
+  ASSERT_EQ(resp.jobs_size(), 2);
+  // The built-in ownership map links kernels/gpu/** to *gpu* jobs.
+  EXPECT_EQ(resp.jobs(0).triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << resp.jobs(0).reason();
+  EXPECT_EQ(resp.jobs(1).triage_class(), v1::TRIAGE_CLASS_INFRA) << resp.jobs(1).reason();
+  EXPECT_EQ(resp.jobs(1).rule(), "gpu-not-detected");
+}
+
 TEST_F(CoordinatorServiceTest, ListJobsPages) {
   for (int i = 0; i < 5; ++i) {
     v1::SubmitJobRequest req;

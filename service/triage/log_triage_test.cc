@@ -94,6 +94,38 @@ TEST(LogTriage, BaseLogDecidesPreExisting) {
   EXPECT_EQ(r3->jobs(0).triage_class(), v1::TRIAGE_CLASS_PRE_EXISTING);
 }
 
+// Every shipped rule, on a line in the style of what GPU CI prints.
+TEST(DefaultRules, EachRuleMatchesItsKindOfLine) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"RuntimeError: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasGemmEx during CUDA graph capture",
+       "blas-graph-capture"},
+      {"RuntimeError: CUDA error: operation not permitted when stream is capturing (cudaErrorStreamCaptureUnsupported)",
+       "gpu-runtime-graph-capture"},
+      {"hipErrorStreamCaptureInvalidated raised while capturing graph bs=8", "gpu-runtime-graph-capture"},
+      {"RuntimeError: No CUDA GPUs are available", "gpu-not-detected"},
+      {"Error: Process exited with code -9", "killed-oom"},
+      {"[rank0]: custom allreduce IPC handle exchange timed out after 300 s", "ipc-timeout"},
+      {"urllib3.exceptions.NewConnectionError: Failed to establish a new connection: [Errno 111] Connection refused",
+       "connection-refused"},
+      {"requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: http://127.0.0.1:8000/v1",
+       "http-5xx"},
+      {"RuntimeError: HIP error: an illegal memory access was encountered", "device-fault"},
+      {"NotImplementedError: Could not run 'sgl_kernel::fused_experts_cpu' with arguments from the 'CPU' backend.",
+       "missing-cpu-op"},
+      {"test file test/srt/test_moe.py timed out after 1800 s", "test-timeout"},
+      {"FAILED test/srt/test_mla.py::TestMLA::test_mmlu - AssertionError: 0.61 < 0.62", "pytest-failure"},
+      {"[  FAILED  ] A16wfp4Cpu.RaggedK (12 ms)", "gtest-failure"},
+      {"ValueError: invalid literal for int() with base 10: 'x'", "python-error"},
+      {"##[error]Process completed with exit code 2.", "exit-code"},
+  };
+  auto c = Defaults();
+  for (const auto& [line, rule] : cases) {
+    auto m = c->Classify(line);
+    ASSERT_TRUE(m.has_value()) << line;
+    EXPECT_EQ(m->rule_name, rule) << line << " -> " << m->signature;
+  }
+}
+
 TEST(LogClassifier, PriorityBeatsPositionAndLastMatchIsReported) {
   v1::LogRules rules;
   auto* a = rules.add_rules();
