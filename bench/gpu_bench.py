@@ -305,7 +305,9 @@ def main():
     torch.manual_seed(0)
     _lib, kernels = load_kernels(args.lib)
     ours_by_name = {name: Ours(k) for name, (k, _) in kernels.items()}
-    sweep = [(name, c) for name in ("a16wfp4_tc", "a16wfp4_tc_panel") if name in kernels for c in kernels[name][1]]
+    sweep = [(name, c) for name in ("a16wfp4_tc", "a16wfp4_tc_panel", "a16wfp4_decode") if name in kernels
+             for c in kernels[name][1]]
+    tag = {"a16wfp4_tc_panel": "P:", "a16wfp4_decode": "D:"}
     table = json.load(open(args.table))
     if args.only_mxval:
         gen = torch.Generator(device="cuda")
@@ -366,13 +368,15 @@ def main():
                 for kn, c in sweep:
                     if kn.endswith("panel") and M < 256:
                         continue
-                    for ks in (1, 2, 4) if M <= 64 else (1,):
+                    if kn.endswith("decode") and M > 64:
+                        continue
+                    for ks in (1, 2, 4) if M <= 64 and not kn.endswith("decode") else (1,):
                         cc = TileConfig(c.block_m, c.block_n, c.block_k, ks, c.num_stages, c.num_warps)
                         if not ours_by_name[kn].can(one, cc):
                             continue
                         t = time_calls([ours_by_name[kn].call(p, cc) for p in probs], True, reps=10)["median"]
                         if best is None or t < best[0]:
-                            best = (t, ("P:" if kn.endswith("panel") else "") + str(cc))
+                            best = (t, tag.get(kn, "") + str(cc))
                 row["mxval_best"] = {"median": best[0], "config": best[1]}
             peers = [row["cublas"]["median"]] + ([row["dot_scaled"]["median"]] if "dot_scaled" in row else [])
             row["vs_best_peer"] = min(peers) / row["mxval"]["median"]
@@ -385,7 +389,7 @@ def main():
             ds = row.get("dot_scaled", {"median": float("nan")})
             dse = row.get("dot_scaled_eager", {"median": float("nan")})
             print("%-13s %6d | %-22s %8.1f %8.1f | %8.1f %8.1f | %8.1f %8.1f | %7.1f | %6.2f %6.2f | %s" % (
-                row["shape"], M, (("P:" if kname.endswith("panel") else "") + str(cfg))[:22], row["mxval"]["median"], row["mxval_eager"]["median"],
+                row["shape"], M, (tag.get(kname, "") + str(cfg))[:22], row["mxval"]["median"], row["mxval_eager"]["median"],
                 row["cublas"]["median"], row["cublas_eager"]["median"], ds["median"], dse["median"], row["floor_us"],
                 row["vs_best_peer"], row["vs_floor"],
                 ("%.1f %s" % (row["mxval_best"]["median"], row["mxval_best"]["config"])) if "mxval_best" in row else ""))

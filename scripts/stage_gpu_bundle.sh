@@ -15,5 +15,8 @@ for bin in build-gpu/bin/* build-gpu/lib/libmxval_cuda_kernels.so; do
     grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt)\.so' | xargs -r -I{} cp -Ln {} build-gpu/lib/
 done
 # Debug info would push the bundle past the device tool's 64 MiB carry limit.
-strip --strip-unneeded build-gpu/bin/* build-gpu/lib/*.so* 2>/dev/null || true
+for f in build-gpu/bin/* build-gpu/lib/*.so*; do
+  chmod u+w "$f"
+  strip --strip-unneeded "$f" || echo "stage_gpu_bundle: could not strip $f" >&2
+done
 du -sh build-gpu

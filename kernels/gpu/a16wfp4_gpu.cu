@@ -11,6 +11,8 @@
 //                 Needs unit-stride K and 16-byte aligned rows of x and w.
 //   a16wfp4_simt  portable fallback: scalar FMAs, any strides; its tile
 //                 phases are unit-tested on the CPU (a16wfp4_tile.h).
+//   a16wfp4_decode  M <= 64 (NVIDIA): one pass over the weights, dequantized
+//                 straight into mma fragments in registers; see below.
 //   reduce        split-K: sums the FP32 partials in split order, rounds.
 // Per-CTA flow (a16wfp4_tile.h): load x and packed w tiles, dequantize the w
 // tile to bf16 in smem once (reused by every row of the CTA), re-quantize x
@@ -763,6 +765,209 @@ int32_t SimtRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err,
   const gpuError_t le = gpuGetLastError();
   if (le != gpuSuccess) return SetErr(err, len, gpuGetErrorString(le)), 1;
   return LaunchReduce(a, p, err, len);
+}
+
+
+// ------------------------------------------------------------------------
+// Decode kernel ("a16wfp4_decode", M <= 64, NVIDIA): one CTA per (batch,
+// 8 * WARPS columns) computes every row at once, so each weight byte is read
+// and dequantized exactly once, straight into mma.sync B fragments in
+// registers (no weight tile in shared memory, no K-loop barriers).
+//
+// K is permuted consistently for both operands: in m16n8k16 a lane with
+// t = lane % 4 holds the k slots {2t, 2t+1, 2t+8, 2t+9} of each 16-wide
+// step. Lane slice t owns the contiguous actual k range [t*K/4, (t+1)*K/4);
+// at step c its four slots are the actual k = t*K/4 + 4c + {0, 1, 2, 3}.
+// Every k is used exactly once with matching x and w, so the sum is the
+// same; in exchange a lane's weights are K/8 contiguous bytes (one row
+// segment) and its x operands are 8-byte shared-memory loads.
+namespace {
+#if defined(MXVAL_NVIDIA)
+// (v0, v1) -> bf16x2 bits, v0 in the low half (round to nearest even).
+__device__ __forceinline__ uint32_t PackBf16x2(float v0, float v1) {
+  return static_cast<uint32_t>(mxfp4::FloatToBf16Bits(v0)) | (static_cast<uint32_t>(mxfp4::FloatToBf16Bits(v1)) << 16);
+}
+__device__ __forceinline__ float E2M1Value(uint32_t code) {
+  const float mag = mxfp4::BitsToFloat(E2M1MagBf16(code & 7u) << 16);
+  return (code & 8u) ? -mag : mag;
+}
+
+template <int WARPS, int MT, int K>
+__global__ void __launch_bounds__(WARPS * 32) A16wfp4DecodeKernel(GemmParams p) {
+  constexpr int KL = K / 4;     // actual k per lane slice
+  constexpr int kLdx = K + 8;   // x row pitch in smem (elements)
+  constexpr int kRows = MT * 16;
+  static_assert(K % 64 == 0, "K must be a multiple of 64");
+  extern __shared__ uint4 smem_raw[];
+  uint16_t* xs = reinterpret_cast<uint16_t*>(smem_raw);  // (kRows, kLdx)
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t b = blockIdx.z;
+  const int64_t ncol0 = static_cast<int64_t>(blockIdx.x) * (WARPS * 8) + warp * 8;
+  const int64_t n = ncol0 + g;  // this lane's weight row
+  const bool n_ok = n < p.N;
+
+  // 1. This lane's K/8 packed weight bytes, issued before the x staging so
+  //    the two loads overlap. Rows past N are zeros (never read).
+  uint32_t wq[KL / 8];
+  const uint8_t* wrow = p.wp + b * p.wp_sb + n * p.wp_sn + t * (KL / 2);
+#pragma unroll
+  for (int i = 0; i < KL / 16; ++i) {
+    uint2 v = make_uint2(0u, 0u);
+    if (n_ok) v = *reinterpret_cast<const uint2*>(wrow + 8 * i);
+    wq[2 * i] = v.x;
+    wq[2 * i + 1] = v.y;
+  }
+  const uint8_t* srow = p.ws + b * p.ws_sb + (n_ok ? n : 0) * p.ws_sn;
+
+  // 2. x rows [0, M) of this batch into smem (16-byte loads; rows >= M are
+  //    zeros, never read from global memory).
+  const int rows = static_cast<int>(p.M < kRows ? p.M : kRows);
+  for (int i = tid; i < kRows * (K / 8); i += WARPS * 32) {
+    const int r = i / (K / 8), q = i % (K / 8);
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (r < rows) v = *reinterpret_cast<const uint4*>(p.x + b * p.x_sb + r * p.x_sm + q * 8);
+    *reinterpret_cast<uint4*>(xs + r * kLdx + q * 8) = v;
+  }
+  __syncthreads();
+  if (p.act_mxfp4) {  // activations re-quantized per 32-k group, even rule
+    for (int gi = tid; gi < rows * (K / 32); gi += WARPS * 32) {
+      uint16_t* grp = xs + (gi / (K / 32)) * kLdx + (gi % (K / 32)) * 32;
+      float v[32];
+      uint8_t codes[32];
+      for (int i = 0; i < 32; ++i) v[i] = mxfp4::Bf16BitsToFloat(grp[i]);
+      const float sc = mxfp4::DecodeE8M0(mxfp4::QuantizeBlock(v, 1, 32, mxfp4::ScaleRule::kEven, codes));
+      for (int i = 0; i < 32; ++i) grp[i] = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1(codes[i]) * sc);
+    }
+    __syncthreads();
+  }
+
+  // 3. K/16 mma steps per 16-row tile; the weights are dequantized once.
+  float acc[MT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+#pragma unroll
+  for (int c = 0; c < KL / 4; ++c) {
+    const int k0 = t * KL + 4 * c;
+    const uint32_t codes = (c & 1) ? (wq[c / 2] >> 16) : (wq[c / 2] & 0xFFFFu);
+    const float s = n_ok ? mxfp4::DecodeE8M0(srow[k0 >> 5]) : 0.0f;
+    uint32_t bf[2];
+    bf[0] = PackBf16x2(E2M1Value(codes) * s, E2M1Value(codes >> 4) * s);
+    bf[1] = PackBf16x2(E2M1Value(codes >> 8) * s, E2M1Value(codes >> 12) * s);
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const uint16_t* xr = xs + (i * 16 + g) * kLdx + k0;
+      const uint2 lo = *reinterpret_cast<const uint2*>(xr);
+      const uint2 hi = *reinterpret_cast<const uint2*>(xr + 8 * kLdx);
+      const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
+      MmaBf16_16x8x16(acc[i], a, bf);
+    }
+  }
+
+  // 4. Each lane holds rows (g, g + 8) x columns (2t, 2t + 1) of every tile.
+  const int64_t col = ncol0 + 2 * t;
+  const bool pair_ok = col + 1 < p.N && (p.y_sm % 2 == 0) && (p.y_sb % 2 == 0) &&
+                       (reinterpret_cast<uintptr_t>(p.y) % 4 == 0);
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t m = i * 16 + g + 8 * h;
+      if (m >= p.M || col >= p.N) continue;
+      uint16_t* dst = p.y + b * p.y_sb + m * p.y_sm + col;
+      if (pair_ok) {
+        *reinterpret_cast<uint32_t*>(dst) = PackBf16x2(acc[i][2 * h], acc[i][2 * h + 1]);
+      } else {
+        dst[0] = mxfp4::FloatToBf16Bits(acc[i][2 * h]);
+        if (col + 1 < p.N) dst[1] = mxfp4::FloatToBf16Bits(acc[i][2 * h + 1]);
+      }
+    }
+  }
+}
+#endif  // MXVAL_NVIDIA
+
+// Compiled decode variants: (BLOCK_SIZE_M, warps) x K.
+struct DecodeEntry {
+  int block_m, warps, k;
+  void (*kernel)(GemmParams);
+};
+#if defined(MXVAL_NVIDIA)
+#define MXVAL_DECODE_K(W, MT) \
+  {MT * 16, W, 128, A16wfp4DecodeKernel<W, MT, 128>}, {MT * 16, W, 192, A16wfp4DecodeKernel<W, MT, 192>}, \
+  {MT * 16, W, 256, A16wfp4DecodeKernel<W, MT, 256>}, {MT * 16, W, 512, A16wfp4DecodeKernel<W, MT, 512>},
+const DecodeEntry kDecodeEntries[] = {MXVAL_DECODE_K(4, 1) MXVAL_DECODE_K(4, 2) MXVAL_DECODE_K(4, 4)
+                                          MXVAL_DECODE_K(8, 1) MXVAL_DECODE_K(8, 2) MXVAL_DECODE_K(8, 4)};
+#undef MXVAL_DECODE_K
+#endif
+const mxval_tile_config kDecodeConfigs[] = {
+    {16, 32, 64, 1, 1, 4}, {16, 64, 64, 1, 1, 8}, {32, 32, 64, 1, 1, 4},
+    {32, 64, 64, 1, 1, 8}, {64, 32, 64, 1, 1, 4}, {64, 64, 64, 1, 1, 8},
+};
+constexpr int kNumDecode = sizeof(kDecodeConfigs) / sizeof(kDecodeConfigs[0]);
+
+size_t DecodeSmem(int block_m, int64_t K) { return static_cast<size_t>(block_m) * (K + 8) * 2; }
+
+}  // namespace
+
+const mxval_tile_config* DecodeConfigs(int32_t* n) {
+  *n = kNumDecode;
+  return kDecodeConfigs;
+}
+
+int32_t DecodeCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = CheckCommon(a, err, len)) return r;
+  if (c == nullptr) return SetErr(err, len, "config is null"), 1;
+#if !defined(MXVAL_NVIDIA)
+  return SetErr(err, len, "a16wfp4_decode is NVIDIA-only (mma.sync fragments); use a16wfp4_tc here"), 1;
+#else
+  bool known = false;
+  for (const mxval_tile_config& k : kDecodeConfigs) {
+    known |= k.block_m == c->block_m && k.block_n == c->block_n && k.block_k == c->block_k &&
+             k.num_warps == c->num_warps && k.num_stages == c->num_stages;
+  }
+  if (!known) return SetErr(err, len, "this config is not compiled into a16wfp4_decode; see the kernel's config list"), 1;
+  if (c->ksplit != 1) return SetErr(err, len, "a16wfp4_decode runs NUM_KSPLIT=1 only (it reads all of K per CTA)"), 1;
+  if (a->M > c->block_m) {
+    return SetErr(err, len, "a16wfp4_decode computes all M rows in one CTA: M must be <= BLOCK_SIZE_M (<= 64)"), 1;
+  }
+  if (a->K != 128 && a->K != 192 && a->K != 256 && a->K != 512) {
+    return SetErr(err, len, "a16wfp4_decode is compiled for K in {128, 192, 256, 512}"), 1;
+  }
+  if (a->x_stride_k != 1 || reinterpret_cast<uintptr_t>(a->x) % 16 || a->x_stride_m % 8 || a->x_stride_b % 8) {
+    return SetErr(err, len, "a16wfp4_decode needs unit-stride, 16-byte aligned x rows"), 1;
+  }
+  if (reinterpret_cast<uintptr_t>(a->w_packed) % 8 || a->w_packed_stride_n % 8 || a->w_packed_stride_b % 8) {
+    return SetErr(err, len, "a16wfp4_decode needs 8-byte aligned w_packed rows"), 1;
+  }
+  if (a->B > 65535 || (a->N + c->block_n - 1) / c->block_n > 2147483647LL) {
+    return SetErr(err, len, "grid too large"), 1;
+  }
+  if (DecodeSmem(c->block_m, a->K) > static_cast<size_t>(OptinSmem())) {
+    return SetErr(err, len, "BLOCK_SIZE_M x K of x does not fit in shared memory"), 1;
+  }
+  return 0;
+#endif
+}
+
+int32_t DecodeRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = DecodeCanImplement(a, c, err, len)) return r;
+#if defined(MXVAL_NVIDIA)
+  const DecodeEntry* e = nullptr;
+  for (const DecodeEntry& d : kDecodeEntries)
+    if (d.block_m == c->block_m && d.warps == c->num_warps && d.k == a->K) e = &d;
+  if (e == nullptr) return SetErr(err, len, "no compiled a16wfp4_decode variant for this config and K"), 1;
+  const GemmParams p = MakeParams(*a, 64, 1);
+  const size_t smem = DecodeSmem(c->block_m, a->K);
+  static thread_local size_t raised[sizeof(kDecodeEntries) / sizeof(kDecodeEntries[0])] = {};
+  if (int32_t r = RaiseSmem(e->kernel, smem, &raised[e - kDecodeEntries], err, len)) return r;
+  const dim3 grid(static_cast<unsigned>((a->N + c->block_n - 1) / c->block_n), 1u, static_cast<unsigned>(a->B));
+  e->kernel<<<grid, c->num_warps * 32, smem, static_cast<gpuStream_t>(a->stream)>>>(p);
+  const gpuError_t le = gpuGetLastError();
+  if (le != gpuSuccess) return SetErr(err, len, gpuGetErrorString(le)), 1;
+  return 0;
+#else
+  return 1;
+#endif
 }
 
 }  // namespace gpu

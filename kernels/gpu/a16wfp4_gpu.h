@@ -25,6 +25,12 @@ const mxval_tile_config* SimtConfigs(int32_t* n);
 int32_t SimtCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 int32_t SimtRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 
+// Decode kernel ("a16wfp4_decode", NVIDIA): M <= BLOCK_SIZE_M <= 64, one
+// pass over the weights per CTA, K in {128, 192, 256, 512}.
+const mxval_tile_config* DecodeConfigs(int32_t* n);
+int32_t DecodeCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+int32_t DecodeRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+
 // Bytes of FP32 split-K partials a config needs (0 when NUM_KSPLIT == 1).
 size_t WorkspaceSize(const mxval_gemm_args* a, const mxval_tile_config* c);
 

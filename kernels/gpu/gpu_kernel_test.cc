@@ -136,8 +136,10 @@ TEST_F(GpuKernels, SeededShapesAgainstReference) {
     spec.w_gen = *ParseGenerator(i % 3 == 0 ? "uniform-codes" : "normal");
     spec.seed = rng();
     auto [k, c] = combos[i % combos.size()];
+    const bool decode = std::string(k->name) == "a16wfp4_decode";
+    if (decode) spec.shape.M = 1 + static_cast<int64_t>(rng() % c.block_m);  // it runs M <= BLOCK_SIZE_M only
     const int64_t ktiles = (p[0] + c.block_k - 1) / c.block_k;
-    if (i % 9 == 4 && ktiles > 1) c.ksplit = 2 + static_cast<int>(rng() % std::min<int64_t>(ktiles - 1, 3));
+    if (!decode && i % 9 == 4 && ktiles > 1) c.ksplit = 2 + static_cast<int>(rng() % std::min<int64_t>(ktiles - 1, 3));
     SCOPED_TRACE(i);
     CheckCase(k, c, spec);
     ++n;
@@ -150,10 +152,11 @@ TEST_F(GpuKernels, RaggedKAndEveryConfigAtK192) {
     for (int i = 0; i < k->num_configs; ++i)
       for (auto mode : {ActivationMode::kBf16, ActivationMode::kMxfp4Even}) {
         CaseSpec spec;
-        spec.shape = {16, 77, 512, 192};
+        const TileConfig c = FromAbi(k->configs[i]);
+        spec.shape = {16, std::string(k->name) == "a16wfp4_decode" ? c.block_m - 3 : 77, 512, 192};
         spec.strided_x = true;
         spec.activations = mode;
-        CheckCase(k, FromAbi(k->configs[i]), spec);
+        CheckCase(k, c, spec);
       }
 }
 
@@ -206,6 +209,47 @@ TEST_F(GpuKernels, TimingHarnessCapturesGraphsAndRotatesBuffers) {
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->accuracy.verdict, reference::Verdict::kPass) << r->accuracy.reason;
   }
+}
+
+// The decode kernel against the per-tile kernel, bit for bit where both
+// accumulate the same products: not required (different k order), so
+// compare each with the reference on every decode bucket, both layouts,
+// every supported K, and the guards (scales past K/32 are 0xFF).
+TEST_F(GpuKernels, DecodeKernelEveryKAndBucket) {
+  auto k = Library()->Find("a16wfp4_decode");
+  ASSERT_TRUE(k.ok());
+  std::mt19937_64 rng(7);
+  for (int ci = 0; ci < (*k)->num_configs; ++ci) {
+    const TileConfig c = FromAbi((*k)->configs[ci]);
+    for (int64_t K : {128, 192, 256, 512})
+      for (int64_t M : {int64_t{1}, int64_t{c.block_m / 2 + 1}, int64_t{c.block_m}}) {
+        CaseSpec spec;
+        spec.shape = {16, M, K == 512 ? 256 : 512, K};
+        spec.layout = (M + K) % 2 ? OutputLayout::kBatchMajor : OutputLayout::kHeadMajor;
+        spec.strided_x = K != 512;
+        spec.activations = (ci + M) % 3 == 0 ? ActivationMode::kMxfp4Even : ActivationMode::kBf16;
+        spec.x_gen = *ParseGenerator(M % 2 ? "heavy-tail" : "normal");
+        spec.seed = rng();
+        SCOPED_TRACE(testing::Message() << c.ToString() << " K=" << K << " M=" << M);
+        CheckCase(*k, c, spec);
+      }
+  }
+  // Refusals: M above the bucket, an uncompiled K, split-K.
+  mxval_gemm_args a{};
+  a.B = 1, a.M = 65, a.N = 64, a.K = 192, a.x_stride_k = 1, a.x_stride_m = 192, a.w_packed_stride_n = 96;
+  alignas(16) uint16_t dummy[8];
+  a.x = a.y = dummy;
+  a.w_packed = a.w_scales = reinterpret_cast<const uint8_t*>(dummy);
+  const TileConfig c64 = FromAbi((*k)->configs[(*k)->num_configs - 1]);
+  EXPECT_FALSE(CanImplement(**k, a, c64).ok());
+  a.M = 8;
+  EXPECT_TRUE(CanImplement(**k, a, c64).ok());
+  a.K = 160;
+  EXPECT_FALSE(CanImplement(**k, a, c64).ok());
+  a.K = 192;
+  TileConfig split = c64;
+  split.ksplit = 2;
+  EXPECT_FALSE(CanImplement(**k, a, split).ok());
 }
 
 TEST_F(GpuKernels, RejectsWhatItCannotDo) {

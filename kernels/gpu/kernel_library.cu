@@ -21,11 +21,12 @@ constexpr const char* kLibraryName = "mxval-builtin-cuda";
 size_t Workspace(const mxval_gemm_args* a, const mxval_tile_config* c) { return mxval::gpu::WorkspaceSize(a, c); }
 
 const mxval_kernel_library* Build() {
-  static mxval_kernel kernels[3];
-  int32_t n_tc = 0, n_simt = 0, n_panel = 0;
+  static mxval_kernel kernels[4];
+  int32_t n_tc = 0, n_simt = 0, n_panel = 0, n_decode = 0;
   const mxval_tile_config* tc = mxval::gpu::TcConfigs(&n_tc);
   const mxval_tile_config* panel = mxval::gpu::PanelConfigs(&n_panel);
   const mxval_tile_config* simt = mxval::gpu::SimtConfigs(&n_simt);
+  const mxval_tile_config* decode = mxval::gpu::DecodeConfigs(&n_decode);
   const uint32_t modes = (1u << MXVAL_ACT_BF16) | (1u << MXVAL_ACT_MXFP4_EVEN);
   kernels[0] = {"a16wfp4_tc", kDevice, kArchs, modes, tc, n_tc, mxval::gpu::TcCanImplement, Workspace,
                 mxval::gpu::TcRun};
@@ -33,7 +34,9 @@ const mxval_kernel_library* Build() {
                 mxval::gpu::SimtRun};
   kernels[2] = {"a16wfp4_tc_panel", kDevice, kArchs, modes, panel, n_panel, mxval::gpu::PanelCanImplement, Workspace,
                 mxval::gpu::PanelRun};
-  static const mxval_kernel_library lib = {MXVAL_KERNEL_ABI_VERSION, kLibraryName, MXVAL_BUILD_ID, 3, kernels};
+  kernels[3] = {"a16wfp4_decode", kDevice, kArchs, modes, decode, n_decode, mxval::gpu::DecodeCanImplement, Workspace,
+                mxval::gpu::DecodeRun};
+  static const mxval_kernel_library lib = {MXVAL_KERNEL_ABI_VERSION, kLibraryName, MXVAL_BUILD_ID, 4, kernels};
   return &lib;
 }
 
