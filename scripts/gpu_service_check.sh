@@ -2,9 +2,11 @@
 # Runs on the GPU machine from the repository root, with build-gpu/ staged by
 # scripts/stage_gpu_bundle.sh: the service end to end on real GPUs. A
 # coordinator, one worker daemon that discovers the CUDA devices, and a job
-# that validates the shipped sm_90a table (baseline) against a retuned
-# candidate (V-up small-M buckets back to NUM_KSPLIT=1) on the GLM-5 TP4
-# shapes. Writes the Markdown and JUnit reports and the worker's metrics.
+# that validates a retune the way a pull request would be validated:
+# baseline = the sm_90a table before the decode kernel
+# (bench/tables/sm_90a_before_decode.json), candidate = the shipped table
+# (M <= 64 buckets on a16wfp4_decode), on the GLM-5 TP4 shapes. Writes the
+# Markdown and JUnit reports and the worker's metrics.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/mxval-gpu}"
@@ -25,19 +27,16 @@ wpid=$!
 
 python3 - "$work/spec.json" <<'PY'
 import json, sys
-base = json.load(open("kernels/configs/sm_90a.json"))
-cand = json.loads(json.dumps(base))
-for buckets in cand["ops"]["vup"].values():
-    for name, cfg in buckets.items():
-        if name.startswith("M_LEQ_") and int(name[6:]) <= 64:
-            cfg["NUM_KSPLIT"] = 1
+base = json.load(open("bench/tables/sm_90a_before_decode.json"))
+cand = json.load(open("kernels/configs/sm_90a.json"))
 spec = {
-    "name": "h200 glm5-tp4: sm_90a table vs V-up KSPLIT=1",
+    "name": "h200 glm5-tp4: sm_90a before vs after the decode kernel",
     "presets": ["glm5-tp4"],
     "m_values": [1, 4, 16, 64, 256, 1024, 4096, 16384],
     "target_archs": ["sm_90a"],
-    "baseline_table": {"name": "main:kernels/configs/sm_90a.json", "json": json.dumps(base)},
-    "candidate_table": {"name": "candidate: vup M<=64 NUM_KSPLIT=1", "json": json.dumps(cand)},
+    "baseline_table": {"name": "bench/tables/sm_90a_before_decode.json", "json": json.dumps(base)},
+    "candidate_table": {"name": "kernels/configs/sm_90a.json", "json": json.dumps(cand)},
+    "pull_request": {"changed_files": ["kernels/gpu/a16wfp4_gpu.cu", "kernels/configs/sm_90a.json"]},
     "repetitions": 10,
 }
 json.dump(spec, open(sys.argv[1], "w"), indent=1)

@@ -792,25 +792,34 @@ __device__ __forceinline__ float E2M1Value(uint32_t code) {
   return (code & 8u) ? -mag : mag;
 }
 
-template <int WARPS, int MT, int K>
-__global__ void __launch_bounds__(WARPS * 32) A16wfp4DecodeKernel(GemmParams p) {
-  constexpr int KL = K / 4;     // actual k per lane slice
+// WN column warps (8 columns each) x KW k-split warps per CTA; the KW
+// partial sums are added in a fixed order through shared memory.
+template <int WN, int KW, int MT, int K>
+__global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p) {
+  constexpr int kThreads = WN * KW * 32;
+  constexpr int KS = K / KW;    // actual k per k-split warp
+  constexpr int KL = KS / 4;    // actual k per lane slice
+  constexpr int NG = KL / 32 + 2;  // scale groups a lane slice can touch
   constexpr int kLdx = K + 8;   // x row pitch in smem (elements)
   constexpr int kRows = MT * 16;
-  static_assert(K % 64 == 0, "K must be a multiple of 64");
+  static_assert(KL % 16 == 0, "K / KW must be a multiple of 64");
   extern __shared__ uint4 smem_raw[];
   uint16_t* xs = reinterpret_cast<uint16_t*>(smem_raw);  // (kRows, kLdx)
+  float* part = reinterpret_cast<float*>(xs + kRows * kLdx);  // (KW - 1, WN, MT, 4, 32)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wn = warp % WN, kw = warp / WN;
   const int g = lane >> 2, t = lane & 3;
   const int64_t b = blockIdx.z;
-  const int64_t ncol0 = static_cast<int64_t>(blockIdx.x) * (WARPS * 8) + warp * 8;
+  const int64_t ncol0 = static_cast<int64_t>(blockIdx.x) * (WN * 8) + wn * 8;
   const int64_t n = ncol0 + g;  // this lane's weight row
   const bool n_ok = n < p.N;
+  const int kbase = kw * KS + t * KL;  // this lane slice's first actual k
 
-  // 1. This lane's K/8 packed weight bytes, issued before the x staging so
-  //    the two loads overlap. Rows past N are zeros (never read).
+  // 1. This lane's KL/2 packed weight bytes and its scale bytes, issued
+  //    before the x staging so all global loads are in flight together.
+  //    Rows past N are zeros; scale groups past K/32 are never read.
   uint32_t wq[KL / 8];
-  const uint8_t* wrow = p.wp + b * p.wp_sb + n * p.wp_sn + t * (KL / 2);
+  const uint8_t* wrow = p.wp + b * p.wp_sb + n * p.wp_sn + kbase / 2;
 #pragma unroll
   for (int i = 0; i < KL / 16; ++i) {
     uint2 v = make_uint2(0u, 0u);
@@ -818,12 +827,16 @@ __global__ void __launch_bounds__(WARPS * 32) A16wfp4DecodeKernel(GemmParams p) 
     wq[2 * i] = v.x;
     wq[2 * i + 1] = v.y;
   }
-  const uint8_t* srow = p.ws + b * p.ws_sb + (n_ok ? n : 0) * p.ws_sn;
+  const int g_lo = kbase >> 5, g_hi = (kbase + KL - 1) >> 5;
+  float sc[NG];
+  const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn;
+#pragma unroll
+  for (int j = 0; j < NG; ++j) sc[j] = (n_ok && g_lo + j <= g_hi) ? mxfp4::DecodeE8M0(srow[g_lo + j]) : 0.0f;
 
   // 2. x rows [0, M) of this batch into smem (16-byte loads; rows >= M are
   //    zeros, never read from global memory).
   const int rows = static_cast<int>(p.M < kRows ? p.M : kRows);
-  for (int i = tid; i < kRows * (K / 8); i += WARPS * 32) {
+  for (int i = tid; i < kRows * (K / 8); i += kThreads) {
     const int r = i / (K / 8), q = i % (K / 8);
     uint4 v = make_uint4(0u, 0u, 0u, 0u);
     if (r < rows) v = *reinterpret_cast<const uint4*>(p.x + b * p.x_sb + r * p.x_sm + q * 8);
@@ -831,26 +844,29 @@ __global__ void __launch_bounds__(WARPS * 32) A16wfp4DecodeKernel(GemmParams p) 
   }
   __syncthreads();
   if (p.act_mxfp4) {  // activations re-quantized per 32-k group, even rule
-    for (int gi = tid; gi < rows * (K / 32); gi += WARPS * 32) {
+    for (int gi = tid; gi < rows * (K / 32); gi += kThreads) {
       uint16_t* grp = xs + (gi / (K / 32)) * kLdx + (gi % (K / 32)) * 32;
       float v[32];
       uint8_t codes[32];
       for (int i = 0; i < 32; ++i) v[i] = mxfp4::Bf16BitsToFloat(grp[i]);
-      const float sc = mxfp4::DecodeE8M0(mxfp4::QuantizeBlock(v, 1, 32, mxfp4::ScaleRule::kEven, codes));
-      for (int i = 0; i < 32; ++i) grp[i] = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1(codes[i]) * sc);
+      const float q = mxfp4::DecodeE8M0(mxfp4::QuantizeBlock(v, 1, 32, mxfp4::ScaleRule::kEven, codes));
+      for (int i = 0; i < 32; ++i) grp[i] = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1(codes[i]) * q);
     }
     __syncthreads();
   }
 
-  // 3. K/16 mma steps per 16-row tile; the weights are dequantized once.
+  // 3. KL/4 mma steps per 16-row tile; the weights are dequantized once.
   float acc[MT][4];
 #pragma unroll
   for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
 #pragma unroll
   for (int c = 0; c < KL / 4; ++c) {
-    const int k0 = t * KL + 4 * c;
+    const int k0 = kbase + 4 * c;
     const uint32_t codes = (c & 1) ? (wq[c / 2] >> 16) : (wq[c / 2] & 0xFFFFu);
-    const float s = n_ok ? mxfp4::DecodeE8M0(srow[k0 >> 5]) : 0.0f;
+    const int gi = (k0 >> 5) - g_lo;  // in [0, NG): select without indexing
+    float s = sc[0];
+#pragma unroll
+    for (int j = 1; j < NG; ++j) s = gi == j ? sc[j] : s;
     uint32_t bf[2];
     bf[0] = PackBf16x2(E2M1Value(codes) * s, E2M1Value(codes >> 4) * s);
     bf[1] = PackBf16x2(E2M1Value(codes >> 8) * s, E2M1Value(codes >> 12) * s);
@@ -864,7 +880,25 @@ __global__ void __launch_bounds__(WARPS * 32) A16wfp4DecodeKernel(GemmParams p) 
     }
   }
 
-  // 4. Each lane holds rows (g, g + 8) x columns (2t, 2t + 1) of every tile.
+  // 4. K-split warps hand their partial sums to warp kw = 0 of the column.
+  if (KW > 1) {
+    if (kw > 0) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) part[((((kw - 1) * WN + wn) * MT + i) * 4 + e) * 32 + lane] = acc[i][e];
+    }
+    __syncthreads();
+    if (kw > 0) return;
+#pragma unroll
+    for (int j = 1; j < KW; ++j)
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][e] += part[((((j - 1) * WN + wn) * MT + i) * 4 + e) * 32 + lane];
+  }
+
+  // 5. Each lane holds rows (g, g + 8) x columns (2t, 2t + 1) of every tile.
   const int64_t col = ncol0 + 2 * t;
   const bool pair_ok = col + 1 < p.N && (p.y_sm % 2 == 0) && (p.y_sb % 2 == 0) &&
                        (reinterpret_cast<uintptr_t>(p.y) % 4 == 0);
@@ -886,26 +920,44 @@ __global__ void __launch_bounds__(WARPS * 32) A16wfp4DecodeKernel(GemmParams p) 
 }
 #endif  // MXVAL_NVIDIA
 
-// Compiled decode variants: (BLOCK_SIZE_M, warps) x K.
+// Compiled decode variants. A config (BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps)
+// means 16-row tiles MT = BM / 16, column warps WN = BN / 8 and k-split warps
+// KW = num_warps / WN; each is compiled for K in {128, 192, 256, 512} where
+// K / KW is a multiple of 64.
 struct DecodeEntry {
-  int block_m, warps, k;
+  int block_m, block_n, warps, k;
   void (*kernel)(GemmParams);
 };
 #if defined(MXVAL_NVIDIA)
-#define MXVAL_DECODE_K(W, MT) \
-  {MT * 16, W, 128, A16wfp4DecodeKernel<W, MT, 128>}, {MT * 16, W, 192, A16wfp4DecodeKernel<W, MT, 192>}, \
-  {MT * 16, W, 256, A16wfp4DecodeKernel<W, MT, 256>}, {MT * 16, W, 512, A16wfp4DecodeKernel<W, MT, 512>},
-const DecodeEntry kDecodeEntries[] = {MXVAL_DECODE_K(4, 1) MXVAL_DECODE_K(4, 2) MXVAL_DECODE_K(4, 4)
-                                          MXVAL_DECODE_K(8, 1) MXVAL_DECODE_K(8, 2) MXVAL_DECODE_K(8, 4)};
-#undef MXVAL_DECODE_K
+#define MXVAL_DECODE_E(WN, KW, MT, K) {MT * 16, WN * 8, WN * KW, K, A16wfp4DecodeKernel<WN, KW, MT, K>},
+#define MXVAL_DECODE_ALLK(WN, KW, MT) \
+  MXVAL_DECODE_E(WN, KW, MT, 128) MXVAL_DECODE_E(WN, KW, MT, 192) MXVAL_DECODE_E(WN, KW, MT, 256) MXVAL_DECODE_E(WN, KW, MT, 512)
+#define MXVAL_DECODE_BIGK(WN, KW, MT) MXVAL_DECODE_E(WN, KW, MT, 256) MXVAL_DECODE_E(WN, KW, MT, 512)
+#define MXVAL_DECODE_MT(X, WN, KW) X(WN, KW, 1) X(WN, KW, 2) X(WN, KW, 4)
+const DecodeEntry kDecodeEntries[] = {
+    MXVAL_DECODE_MT(MXVAL_DECODE_ALLK, 4, 1) MXVAL_DECODE_MT(MXVAL_DECODE_ALLK, 8, 1)
+    MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 2, 2) MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 4, 2)
+    MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 2, 4)};
+#undef MXVAL_DECODE_E
+#undef MXVAL_DECODE_ALLK
+#undef MXVAL_DECODE_BIGK
+#undef MXVAL_DECODE_MT
 #endif
+// (BM, BN, BK (nominal: the kernel reads all of K), KSPLIT, stages, warps).
 const mxval_tile_config kDecodeConfigs[] = {
-    {16, 32, 64, 1, 1, 4}, {16, 64, 64, 1, 1, 8}, {32, 32, 64, 1, 1, 4},
-    {32, 64, 64, 1, 1, 8}, {64, 32, 64, 1, 1, 4}, {64, 64, 64, 1, 1, 8},
+    {16, 32, 64, 1, 1, 4}, {16, 64, 64, 1, 1, 8}, {32, 32, 64, 1, 1, 4}, {32, 64, 64, 1, 1, 8},
+    {64, 32, 64, 1, 1, 4}, {64, 64, 64, 1, 1, 8}, {16, 16, 64, 1, 1, 4}, {32, 16, 64, 1, 1, 4},
+    {64, 16, 64, 1, 1, 4}, {16, 32, 64, 1, 1, 8}, {32, 32, 64, 1, 1, 8}, {64, 32, 64, 1, 1, 8},
+    {16, 16, 64, 1, 1, 8}, {32, 16, 64, 1, 1, 8}, {64, 16, 64, 1, 1, 8},
 };
 constexpr int kNumDecode = sizeof(kDecodeConfigs) / sizeof(kDecodeConfigs[0]);
 
-size_t DecodeSmem(int block_m, int64_t K) { return static_cast<size_t>(block_m) * (K + 8) * 2; }
+// x rows plus the k-split partial sums.
+size_t DecodeSmem(const mxval_tile_config* c, int64_t K) {
+  const int wn = c->block_n / 8, kw = c->num_warps / wn;
+  return static_cast<size_t>(c->block_m) * (K + 8) * 2 +
+         static_cast<size_t>(kw - 1) * wn * (c->block_m / 16) * 4 * 32 * sizeof(float);
+}
 
 }  // namespace
 
@@ -930,8 +982,13 @@ int32_t DecodeCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c,
   if (a->M > c->block_m) {
     return SetErr(err, len, "a16wfp4_decode computes all M rows in one CTA: M must be <= BLOCK_SIZE_M (<= 64)"), 1;
   }
-  if (a->K != 128 && a->K != 192 && a->K != 256 && a->K != 512) {
-    return SetErr(err, len, "a16wfp4_decode is compiled for K in {128, 192, 256, 512}"), 1;
+  bool compiled = false;
+  for (const DecodeEntry& d : kDecodeEntries)
+    compiled |= d.block_m == c->block_m && d.block_n == c->block_n && d.warps == c->num_warps && d.k == a->K;
+  if (!compiled) {
+    return SetErr(err, len,
+                  "a16wfp4_decode is compiled for K in {128, 192, 256, 512}, and with k-split warps (num_warps > "
+                  "BLOCK_SIZE_N / 8) for K in {256, 512} only"), 1;
   }
   if (a->x_stride_k != 1 || reinterpret_cast<uintptr_t>(a->x) % 16 || a->x_stride_m % 8 || a->x_stride_b % 8) {
     return SetErr(err, len, "a16wfp4_decode needs unit-stride, 16-byte aligned x rows"), 1;
@@ -942,7 +999,7 @@ int32_t DecodeCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c,
   if (a->B > 65535 || (a->N + c->block_n - 1) / c->block_n > 2147483647LL) {
     return SetErr(err, len, "grid too large"), 1;
   }
-  if (DecodeSmem(c->block_m, a->K) > static_cast<size_t>(OptinSmem())) {
+  if (DecodeSmem(c, a->K) > static_cast<size_t>(OptinSmem())) {
     return SetErr(err, len, "BLOCK_SIZE_M x K of x does not fit in shared memory"), 1;
   }
   return 0;
@@ -954,10 +1011,10 @@ int32_t DecodeRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* er
 #if defined(MXVAL_NVIDIA)
   const DecodeEntry* e = nullptr;
   for (const DecodeEntry& d : kDecodeEntries)
-    if (d.block_m == c->block_m && d.warps == c->num_warps && d.k == a->K) e = &d;
+    if (d.block_m == c->block_m && d.block_n == c->block_n && d.warps == c->num_warps && d.k == a->K) e = &d;
   if (e == nullptr) return SetErr(err, len, "no compiled a16wfp4_decode variant for this config and K"), 1;
   const GemmParams p = MakeParams(*a, 64, 1);
-  const size_t smem = DecodeSmem(c->block_m, a->K);
+  const size_t smem = DecodeSmem(c, a->K);
   static thread_local size_t raised[sizeof(kDecodeEntries) / sizeof(kDecodeEntries[0])] = {};
   if (int32_t r = RaiseSmem(e->kernel, smem, &raised[e - kDecodeEntries], err, len)) return r;
   const dim3 grid(static_cast<unsigned>((a->N + c->block_n - 1) / c->block_n), 1u, static_cast<unsigned>(a->B));

@@ -137,7 +137,11 @@ TEST_F(GpuKernels, SeededShapesAgainstReference) {
     spec.seed = rng();
     auto [k, c] = combos[i % combos.size()];
     const bool decode = std::string(k->name) == "a16wfp4_decode";
-    if (decode) spec.shape.M = 1 + static_cast<int64_t>(rng() % c.block_m);  // it runs M <= BLOCK_SIZE_M only
+    if (decode) {
+      spec.shape.M = 1 + static_cast<int64_t>(rng() % c.block_m);  // it runs M <= BLOCK_SIZE_M only
+      // With k-split warps it is compiled for K in {256, 512}: give it V-up.
+      if (c.num_warps > c.block_n / 8 && spec.shape.K < 256) spec.shape = {spec.shape.B, spec.shape.M, 256, 512};
+    }
     const int64_t ktiles = (p[0] + c.block_k - 1) / c.block_k;
     if (!decode && i % 9 == 4 && ktiles > 1) c.ksplit = 2 + static_cast<int>(rng() % std::min<int64_t>(ktiles - 1, 3));
     SCOPED_TRACE(i);
@@ -153,9 +157,21 @@ TEST_F(GpuKernels, RaggedKAndEveryConfigAtK192) {
       for (auto mode : {ActivationMode::kBf16, ActivationMode::kMxfp4Even}) {
         CaseSpec spec;
         const TileConfig c = FromAbi(k->configs[i]);
-        spec.shape = {16, std::string(k->name) == "a16wfp4_decode" ? c.block_m - 3 : 77, 512, 192};
+        const bool decode = std::string(k->name) == "a16wfp4_decode";
+        spec.shape = {16, decode ? c.block_m - 3 : 77, 512, 192};
         spec.strided_x = true;
         spec.activations = mode;
+        if (decode && c.num_warps > c.block_n / 8) {  // k-split decode variants refuse K = 192, clearly
+          auto d = CaseData::Build(spec);
+          ASSERT_TRUE(d.ok());
+          std::vector<uint16_t> y(d->y_elems);
+          const mxval_gemm_args a = AbiArgsFor(*d, d->x_bf16.data(), d->packed.data(), d->scales.data(), y.data(),
+                                               nullptr, 0, nullptr);
+          const absl::Status st = CanImplement(*k, a, c);
+          EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+          EXPECT_NE(st.message().find("k-split"), std::string::npos) << st;
+          continue;
+        }
         CheckCase(k, c, spec);
       }
 }
@@ -221,8 +237,10 @@ TEST_F(GpuKernels, DecodeKernelEveryKAndBucket) {
   std::mt19937_64 rng(7);
   for (int ci = 0; ci < (*k)->num_configs; ++ci) {
     const TileConfig c = FromAbi((*k)->configs[ci]);
+    const bool ksplit_warps = c.num_warps > c.block_n / 8;
     for (int64_t K : {128, 192, 256, 512})
       for (int64_t M : {int64_t{1}, int64_t{c.block_m / 2 + 1}, int64_t{c.block_m}}) {
+        if (ksplit_warps && K < 256) continue;  // refused (checked in RaggedKAndEveryConfigAtK192)
         CaseSpec spec;
         spec.shape = {16, M, K == 512 ? 256 : 512, K};
         spec.layout = (M + K) % 2 ? OutputLayout::kBatchMajor : OutputLayout::kHeadMajor;
@@ -240,7 +258,12 @@ TEST_F(GpuKernels, DecodeKernelEveryKAndBucket) {
   alignas(16) uint16_t dummy[8];
   a.x = a.y = dummy;
   a.w_packed = a.w_scales = reinterpret_cast<const uint8_t*>(dummy);
-  const TileConfig c64 = FromAbi((*k)->configs[(*k)->num_configs - 1]);
+  TileConfig c64;
+  for (int i = 0; i < (*k)->num_configs; ++i) {
+    const TileConfig c = FromAbi((*k)->configs[i]);
+    if (c.block_m == 64 && c.num_warps == c.block_n / 8) c64 = c;  // no k-split warps: every K compiled
+  }
+  ASSERT_EQ(c64.block_m, 64);
   EXPECT_FALSE(CanImplement(**k, a, c64).ok());
   a.M = 8;
   EXPECT_TRUE(CanImplement(**k, a, c64).ok());

@@ -99,7 +99,7 @@ TEST(JobPlanner, MultipleArchsAndExternalLibraries) {
   ASSERT_EQ(plan->tasks.size(), 12u);
   EXPECT_EQ(plan->tasks[6].spec.arch(), "sm_90a");
   EXPECT_EQ(plan->tasks[6].spec.baseline_kernel().library(), "mxval-builtin-cuda");
-  EXPECT_EQ(plan->tasks[6].spec.baseline_kernel().kernel(), "a16wfp4_tc");
+  EXPECT_EQ(plan->tasks[6].spec.baseline_kernel().kernel(), "a16wfp4_decode");  // the table's small-M bucket
   EXPECT_EQ(plan->tasks[6].spec.candidate_kernel().library(), "pr-1234-kernels");
   // gfx942 has no built-in table: the job must bring one.
   s.add_target_archs("gfx942");
