@@ -127,10 +127,12 @@ TEST(Metrics, ScrapesAreCleanAndPlausible) {
             std::string::npos) << cs;
   EXPECT_NE(cs.find("mxval_coordinator_triage_reruns_total 0"), std::string::npos) << cs;
   EXPECT_NE(ws.find("mxval_worker_tasks_total{outcome=\"pass\"} 4"), std::string::npos) << ws;
-  EXPECT_NE(ws.find("mxval_worker_kernel_time_seconds_count{kernel=\"a16wfp4_cpu\",m_bucket=\"17-64\",side=\"candidate\"} 2"),
+  EXPECT_NE(ws.find("mxval_worker_kernel_time_seconds_count{arch=\"cpu\",kernel=\"a16wfp4_cpu\",m_bucket=\"17-64\",side=\"candidate\"} 2"),
             std::string::npos)
       << ws;
   EXPECT_NE(ws.find("mxval_worker_device_healthy{arch=\"cpu\",device=\"0\"} 1"), std::string::npos) << ws;
+  EXPECT_NE(ws.find("mxval_worker_kernel_runs_total{arch=\"cpu\",kernel=\"a16wfp4_cpu\",side=\"baseline\",verdict=\"pass\"} 4"),
+            std::string::npos) << ws;
   EXPECT_NE(ws.find("mxval_worker_child_crashes_total 0"), std::string::npos) << ws;
   server->Shutdown();
 }

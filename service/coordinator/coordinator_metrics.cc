@@ -76,7 +76,13 @@ void CoordinatorMetrics::Refresh(const SchedulerStats& s, const std::map<std::pa
   if (s.retries_total > last_retries_) retries_.Increment(s.retries_total - last_retries_);
   last_expiries_ = static_cast<double>(s.lease_expiries_total);
   last_retries_ = static_cast<double>(s.retries_total);
-  for (const auto& [key, n] : w) workers_.Add({{"arch", key.first}, {"state", key.second}}).Set(n);
+  // Every (arch, state) seen so far is reported, 0 when empty now: a pool
+  // whose workers all left must read 0 active, not its last count.
+  for (const auto& [key, n] : w) seen_workers_.insert(key);
+  for (const auto& key : seen_workers_) {
+    auto it = w.find(key);
+    workers_.Add({{"arch", key.first}, {"state", key.second}}).Set(it == w.end() ? 0 : it->second);
+  }
 }
 
 }  // namespace coordinator

@@ -4,6 +4,7 @@
 #define MXVAL_SERVICE_COORDINATOR_COORDINATOR_METRICS_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -53,6 +54,7 @@ class CoordinatorMetrics {
   prometheus::Counter& reruns_;
   prometheus::Family<prometheus::Counter>& triage_changed_;
   double last_expiries_ = 0, last_retries_ = 0;
+  std::set<std::pair<std::string, std::string>> seen_workers_;
 };
 
 }  // namespace coordinator

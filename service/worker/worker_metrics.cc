@@ -1,5 +1,7 @@
 #include "service/worker/worker_metrics.h"
 
+#include "absl/strings/ascii.h"
+
 #include "absl/strings/str_cat.h"
 
 namespace mxval {
@@ -22,7 +24,7 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                           .Register(r)),
       tflops_(prometheus::BuildGauge()
                   .Name("mxval_worker_kernel_tflops")
-                  .Help("Achieved TFLOP/s of the last task, by kernel and side.")
+                  .Help("Achieved TFLOP/s of the last task, by kernel, side, M bucket and arch.")
                   .Register(r)),
       rel_err_(prometheus::BuildGauge()
                    .Name("mxval_worker_kernel_rel_fro_error")
@@ -34,6 +36,10 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                          .Help("Task child processes that died on a signal, timed out or failed to start.")
                          .Register(r)
                          .Add({})),
+      runs_(prometheus::BuildCounter()
+                .Name("mxval_worker_kernel_runs_total")
+                .Help("Kernel runs by kernel, side, arch and verdict (pass, fail_mismatch, error, ...).")
+                .Register(r)),
       device_healthy_(prometheus::BuildGauge()
                           .Name("mxval_worker_device_healthy")
                           .Help("1 if the device takes work, 0 if marked unhealthy.")
@@ -44,10 +50,21 @@ void WorkerMetrics::TaskResult(const v1::TaskResult& r) {
   for (const auto& [side, run] : {std::pair{"baseline", &r.baseline()}, std::pair{"candidate", &r.candidate()}}) {
     if (run->kernel().kernel().empty() || run->timing().median_us() <= 0) continue;
     const std::string& k = run->kernel().kernel();
-    kernel_seconds_.Add({{"kernel", k}, {"side", side}, {"m_bucket", MBucket(r.m())}}, kBuckets)
+    const std::string arch = r.arch().empty() ? "unknown" : r.arch();
+    const std::string bucket = MBucket(r.m());
+    kernel_seconds_.Add({{"kernel", k}, {"side", side}, {"m_bucket", bucket}, {"arch", arch}}, kBuckets)
         .Observe(run->timing().median_us() * 1e-6);
-    tflops_.Add({{"kernel", k}, {"side", side}}).Set(run->timing().tflops());
-    rel_err_.Add({{"kernel", k}, {"side", side}}).Set(run->accuracy().rel_fro_err());
+    tflops_.Add({{"kernel", k}, {"side", side}, {"m_bucket", bucket}, {"arch", arch}}).Set(run->timing().tflops());
+    rel_err_.Add({{"kernel", k}, {"side", side}, {"arch", arch}}).Set(run->accuracy().rel_fro_err());
+  }
+  for (const auto& [side, run] : {std::pair{"baseline", &r.baseline()}, std::pair{"candidate", &r.candidate()}}) {
+    std::string verdict = v1::Verdict_Name(run->accuracy().verdict());
+    if (verdict.rfind("VERDICT_", 0) == 0) verdict = absl::AsciiStrToLower(verdict.substr(8));
+    runs_.Add({{"kernel", run->kernel().kernel().empty() ? "unknown" : run->kernel().kernel()},
+               {"side", side},
+               {"arch", r.arch().empty() ? "unknown" : r.arch()},
+               {"verdict", verdict}})
+        .Increment();
   }
 }
 

@@ -34,6 +34,7 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Gauge>& rel_err_;
   prometheus::Family<prometheus::Counter>& tasks_;
   prometheus::Counter& child_crashes_;
+  prometheus::Family<prometheus::Counter>& runs_;
   prometheus::Family<prometheus::Gauge>& device_healthy_;
 };
 
