@@ -277,6 +277,10 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (!metrics_listen.empty()) {
     exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
     exposer->RegisterCollectable(registry);
+    const auto ports = exposer->GetListeningPorts();
+    out << "metrics on " << metrics_listen.substr(0, metrics_listen.rfind(':')) << ":" << (ports.empty() ? 0 : ports[0])
+        << "\n";
+    out.flush();
   }
   auto w = worker::Worker::Create(wo);
   if (!w.ok()) return Usage(err, "worker", std::string(w.status().message()));
