@@ -19,6 +19,7 @@ PACKAGES=(
   prometheus             # promtool, which checks real scrapes in the tests
   libyaml-dev            # YAML job specs and triage rule files
   libre2-dev             # triage rule patterns (RE2)
+  python3-yaml           # deploy/ manifest checks and the Prometheus integration test
 )
 
 missing=()
