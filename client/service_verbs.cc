@@ -26,6 +26,7 @@
 #include "prometheus/registry.h"
 #include "service/coordinator/coordinator_service.h"
 #include "service/coordinator/sqlite_store.h"
+#include "service/web/web_ui.h"
 #include "service/worker/devices.h"
 #include "service/worker/worker.h"
 #include "validation/presets.h"
@@ -126,7 +127,8 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   f.Bool("insecure-allow-remote", &allow_remote, "listen on a non-loopback address without TLS (not recommended)");
   std::string metrics_listen;
   f.String("metrics-listen", &metrics_listen, "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)");
-  std::string rules_path, ownership_path;
+  std::string rules_path, ownership_path, http_listen;
+  f.String("http-listen", &http_listen, "serve the read-only web page at http://ADDR/ (e.g. 127.0.0.1:8080; port 0 picks one)");
   f.String("triage-rules", &rules_path, "log triage rule file (.yaml/.json; default: built-in rules)");
   f.String("ownership", &ownership_path, "ownership map for triage (.yaml/.json; default: built-in map)");
   if (int rc = ParseFlags(f, args, "serve", out, err); rc >= 0) return rc;
@@ -195,6 +197,22 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     return Usage(err, "serve", absl::StrCat("--listen: cannot listen on ", listen));
   }
   const std::string bound = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+  std::unique_ptr<web::WebServer> web_ui;
+  if (!http_listen.empty()) {
+    if (!IsLoopback(http_listen) && !allow_remote) {
+      stop = true;
+      signals.join();
+      return Usage(err, "serve", "--http-listen: a non-loopback address needs --insecure-allow-remote (no TLS yet)");
+    }
+    auto w = web::WebServer::Start(&coord, http_listen);
+    if (!w.ok()) {
+      stop = true;
+      signals.join();
+      return Usage(err, "serve", absl::StrCat("--http-listen: ", w.status().message()));
+    }
+    web_ui = std::move(*w);
+    out << "web UI on http://" << http_listen.substr(0, http_listen.rfind(':')) << ":" << web_ui->port() << "/\n";
+  }
   if (!IsLoopback(listen)) err << "mxval serve: WARNING: listening on " << bound << " without TLS or authentication\n";
   else err << "mxval serve: loopback only, no TLS (the embedded default)\n";
   out << "listening on " << bound << "\n";

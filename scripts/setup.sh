@@ -20,6 +20,7 @@ PACKAGES=(
   libyaml-dev            # YAML job specs and triage rule files
   libre2-dev             # triage rule patterns (RE2)
   python3-yaml           # deploy/ manifest checks and the Prometheus integration test
+  chromium               # renders the web page in a headless browser test
 )
 
 missing=()
