@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "client/flags.h"
 #include "client/report.h"
+#include "service/auth/auth.h"
 #include <filesystem>
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
@@ -98,9 +99,42 @@ std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration d) {
 
 int GrpcExit(std::ostream& err, const std::string& verb, const grpc::Status& st) {
   err << "mxval " << verb << ": " << st.error_message() << " (" << st.error_code() << ")\n";
-  return st.error_code() == grpc::StatusCode::INVALID_ARGUMENT || st.error_code() == grpc::StatusCode::NOT_FOUND
-             ? kUsage
-             : kInternal;
+  switch (st.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::UNAUTHENTICATED:    // missing or unknown token, no client certificate
+    case grpc::StatusCode::PERMISSION_DENIED:  // the token's role does not allow the call
+      return kUsage;
+    default:
+      return kInternal;
+  }
+}
+
+// Client credentials from the environment: MXVAL_TLS_CA (the coordinator's
+// CA; enables TLS), MXVAL_TOKEN_FILE or MXVAL_TOKEN (bearer token), and for
+// workers MXVAL_TLS_CERT / MXVAL_TLS_KEY (client certificate). Unset: plaintext.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EnvCredentials(const std::string& ca_flag = "",
+                                                                        const std::string& cert_flag = "",
+                                                                        const std::string& key_flag = "") {
+  auto env = [](const char* k) { const char* v = std::getenv(k); return std::string(v ? v : ""); };
+  auth::ClientTlsFiles f;
+  f.ca = ca_flag.empty() ? env("MXVAL_TLS_CA") : ca_flag;
+  f.cert = cert_flag.empty() ? env("MXVAL_TLS_CERT") : cert_flag;
+  f.key = key_flag.empty() ? env("MXVAL_TLS_KEY") : key_flag;
+  f.token = env("MXVAL_TOKEN");
+  if (const std::string tf = env("MXVAL_TOKEN_FILE"); !tf.empty()) {
+    std::ifstream in(tf);
+    if (!in) return absl::InvalidArgumentError("MXVAL_TOKEN_FILE: cannot read '" + tf + "'");
+    std::getline(in, f.token);
+    while (!f.token.empty() && (f.token.back() == '\r' || f.token.back() == ' ')) f.token.pop_back();
+  }
+  return auth::ChannelCredentials(f);
+}
+
+std::shared_ptr<grpc::Channel> ClientChannel(const std::string& address,
+                                             const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                                             const grpc::ChannelArguments& args = grpc::ChannelArguments()) {
+  return grpc::CreateCustomChannel(address, creds, args);
 }
 
 }  // namespace
@@ -127,12 +161,36 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   f.Bool("insecure-allow-remote", &allow_remote, "listen on a non-loopback address without TLS (not recommended)");
   std::string metrics_listen;
   f.String("metrics-listen", &metrics_listen, "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)");
-  std::string rules_path, ownership_path, http_listen;
+  std::string rules_path, ownership_path, http_listen, tls_cert, tls_key, tls_client_ca, auth_config_path;
+  f.String("tls-cert", &tls_cert, "TLS certificate (PEM) for the gRPC listener");
+  f.String("tls-key", &tls_key, "its private key (PEM)");
+  f.String("tls-client-ca", &tls_client_ca, "CA that signs worker client certificates (mutual TLS for workers)");
+  f.String("auth-config", &auth_config_path, "tokens (SHA-256) with roles, allowed worker names (.yaml/.json); needs TLS");
   f.String("http-listen", &http_listen, "serve the read-only web page at http://ADDR/ (e.g. 127.0.0.1:8080; port 0 picks one)");
   f.String("triage-rules", &rules_path, "log triage rule file (.yaml/.json; default: built-in rules)");
   f.String("ownership", &ownership_path, "ownership map for triage (.yaml/.json; default: built-in map)");
   if (int rc = ParseFlags(f, args, "serve", out, err); rc >= 0) return rc;
-  // Triage configuration is checked before anything starts.
+  // Credentials and triage configuration are checked before anything starts.
+  if (tls_cert.empty() != tls_key.empty()) return Usage(err, "serve", "--tls-cert and --tls-key go together");
+  if ((!tls_client_ca.empty() || !auth_config_path.empty()) && tls_cert.empty()) {
+    return Usage(err, "serve", "--tls-client-ca and --auth-config need TLS (--tls-cert, --tls-key)");
+  }
+  std::unique_ptr<auth::Authorizer> authorizer;
+  std::shared_ptr<auth::TokenProcessor> token_processor;
+  v1::AuthConfig auth_config;
+  if (!auth_config_path.empty()) {
+    auto c = auth::LoadConfig(auth_config_path);
+    if (!c.ok()) return Usage(err, "serve", absl::StrCat("--auth-config: ", c.status().message()));
+    if (tls_client_ca.empty()) return Usage(err, "serve", "--auth-config needs --tls-client-ca: workers authenticate with certificates");
+    auth_config = *c;
+    token_processor = std::make_shared<auth::TokenProcessor>(auth_config);
+  }
+  std::shared_ptr<grpc::ServerCredentials> server_creds;
+  if (!tls_cert.empty()) {
+    auto sc = auth::ServerCredentials({tls_cert, tls_key, tls_client_ca}, token_processor);
+    if (!sc.ok()) return Usage(err, "serve", std::string(sc.status().message()));
+    server_creds = *sc;
+  }
   std::unique_ptr<triage::LogClassifier> rules;
   if (!rules_path.empty()) {
     auto r = triage::LoadLogRules(rules_path);
@@ -150,9 +208,10 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     ownership = std::move(*o);
   }
   BlockTerminationSignals();
-  if (!IsLoopback(listen) && !allow_remote) {
-    return Usage(err, "serve", absl::StrCat("--listen ", listen, " is not a loopback address; without TLS (not built yet) "
-                                            "this needs --insecure-allow-remote"));
+  if (!IsLoopback(listen) && auth_config_path.empty() && !allow_remote) {
+    return Usage(err, "serve", absl::StrCat("--listen ", listen, " is not a loopback address: configure TLS and "
+                                            "authentication (--tls-cert, --tls-key, --tls-client-ca, --auth-config) "
+                                            "or pass --insecure-allow-remote"));
   }
   if (workers < 0 || workers > 256) return Usage(err, "serve", "--workers must be in [0, 256]");
   if (lease_seconds < 1 || lease_seconds > 3600) return Usage(err, "serve", "--lease-seconds must be in [1, 3600]");
@@ -173,6 +232,15 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   auto registry = std::make_shared<prometheus::Registry>();
   coordinator::CoordinatorMetrics metrics(*registry);
   co.metrics = &metrics;
+  if (token_processor) {
+    authorizer = std::make_unique<auth::Authorizer>(
+        auth_config, [&metrics, &err](const std::string& reason, const std::string& method, const std::string& who) {
+          metrics.AuthDenied(reason);
+          // The token is never logged: only the principal or the peer address.
+          err << "mxval serve: denied " << method << " for " << who << " (" << reason << ")\n";
+        });
+    co.authorizer = authorizer.get();
+  }
   std::unique_ptr<prometheus::Exposer> exposer;
   if (!metrics_listen.empty()) {
     exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
@@ -190,7 +258,7 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     for (auto& w : local) w->Drain();
   });
   int port = 0;
-  server = coordinator::StartServer(listen, &coord, &port);
+  server = coordinator::StartServer(listen, &coord, &port, 16 << 20, server_creds);
   if (server == nullptr) {
     stop = true;
     signals.join();
@@ -213,8 +281,13 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     web_ui = std::move(*w);
     out << "web UI on http://" << http_listen.substr(0, http_listen.rfind(':')) << ":" << web_ui->port() << "/\n";
   }
-  if (!IsLoopback(listen)) err << "mxval serve: WARNING: listening on " << bound << " without TLS or authentication\n";
-  else err << "mxval serve: loopback only, no TLS (the embedded default)\n";
+  if (server_creds == nullptr) {
+    if (!IsLoopback(listen)) err << "mxval serve: WARNING: listening on " << bound << " without TLS or authentication\n";
+    else err << "mxval serve: loopback only, no TLS (the embedded default)\n";
+  } else {
+    err << "mxval serve: TLS" << (tls_client_ca.empty() ? "" : ", worker client certificates")
+        << (authorizer ? ", bearer tokens with roles" : ", no authorization (no --auth-config)") << "\n";
+  }
   out << "listening on " << bound << "\n";
   out.flush();
   std::vector<std::thread> worker_threads;
@@ -222,6 +295,10 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     worker::WorkerOptions wo;
     wo.coordinator = bound;
     wo.worker_id = absl::StrCat("local-", i, "-", getpid());
+    if (server_creds != nullptr) {  // embedded workers over TLS: MXVAL_TLS_CA / _CERT / _KEY
+      auto wc = EnvCredentials();
+      if (wc.ok()) wo.credentials = *wc;
+    }
     wo.child_argv = {SelfExe(), "__run-task", "--threads", "1"};
     if (!kernel_dir.empty()) {
       wo.child_argv.push_back("--kernel-dir");
@@ -259,11 +336,17 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   f.Int("unhealthy-after", &unhealthy_after, "consecutive infrastructure failures that mark the device unhealthy");
   std::string metrics_listen, devices = "auto";
   f.String("metrics-listen", &metrics_listen, "serve Prometheus metrics at http://ADDR/metrics");
+  std::string tls_ca, tls_cert, tls_key;
+  f.String("tls-ca", &tls_ca, "the coordinator's CA certificate (enables TLS; or MXVAL_TLS_CA)");
+  f.String("tls-cert", &tls_cert, "this worker's client certificate (its common name is the worker id; or MXVAL_TLS_CERT)");
+  f.String("tls-key", &tls_key, "the client certificate's key (or MXVAL_TLS_KEY)");
   f.String("devices", &devices,
            "auto (CUDA, then HIP, else the CPU), cpu, cuda, hip; append :0,2 to pick device indexes (cuda:0,2)");
   if (int rc = ParseFlags(f, args, "worker", out, err); rc >= 0) return rc;
   BlockTerminationSignals();
   if (task_timeout < 1) return Usage(err, "worker", "--task-timeout must be >= 1");
+  auto creds = EnvCredentials(tls_ca, tls_cert, tls_key);
+  if (!creds.ok()) return Usage(err, "worker", std::string(creds.status().message()));
   auto discovered = worker::DiscoverDevices(devices);
   if (!discovered.ok()) {
     if (discovered.status().code() == absl::StatusCode::kInvalidArgument) {
@@ -282,6 +365,7 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   wo.task_timeout = absl::Seconds(task_timeout);
   wo.unhealthy_after = static_cast<int>(unhealthy_after);
   wo.devices = discovered->devices;
+  wo.credentials = *creds;
   wo.device_runtime = discovered->runtime;
   wo.child_argv = {SelfExe(), "__run-task"};
   if (!kernel_dir.empty()) {
@@ -349,7 +433,9 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   } else {
     return Usage(err, "submit", "give --spec FILE or --preset NAME");
   }
-  auto channel = grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials());
+  auto creds = EnvCredentials();
+  if (!creds.ok()) return Usage(err, "submit", std::string(creds.status().message()));
+  auto channel = ClientChannel(coordinator, *creds);
   auto stub = v1::ValidationService::NewStub(channel);
   v1::SubmitJobResponse resp;
   grpc::Status st;
@@ -401,7 +487,9 @@ int GetVerb(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (!IsReportFormat(format)) return Usage(err, "get", "--format must be table, json, junit or markdown");
   GatePolicy gate;
   if (!ParseGatePolicy(fail_on, &gate)) return Usage(err, "get", "--fail-on must be pr-touched, pr-touched,untouched or any");
-  auto stub = v1::ValidationService::NewStub(grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials()));
+  auto creds = EnvCredentials();
+  if (!creds.ok()) return Usage(err, "get", std::string(creds.status().message()));
+  auto stub = v1::ValidationService::NewStub(ClientChannel(coordinator, *creds));
   v1::GetJobRequest g;
   g.set_job_id(job_id);
   g.set_include_results(true);
@@ -513,7 +601,9 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
   if (verb == "jobs") f.Int("limit", &limit, "jobs to list (1..500)");
   if (verb == "jobs" || verb == "workers") f.Bool("json", &json, "print JSON");
   if (int rc = ParseFlags(f, args, verb, out, err); rc >= 0) return rc;
-  auto channel = grpc::CreateChannel(coordinator, grpc::InsecureChannelCredentials());
+  auto creds = EnvCredentials();
+  if (!creds.ok()) return Usage(err, verb, std::string(creds.status().message()));
+  auto channel = ClientChannel(coordinator, *creds);
   google::protobuf::util::JsonPrintOptions jo;
   jo.add_whitespace = true;
   if (verb == "watch") {
@@ -694,8 +784,9 @@ int TriageVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
     grpc::ChannelArguments ca;
     ca.SetMaxSendMessageSize(-1);
     ca.SetMaxReceiveMessageSize(64 << 20);
-    auto stub = v1::TriageService::NewStub(
-        grpc::CreateCustomChannel(coordinator, grpc::InsecureChannelCredentials(), ca));
+    auto creds = EnvCredentials();
+    if (!creds.ok()) return Usage(err, "triage", std::string(creds.status().message()));
+    auto stub = v1::TriageService::NewStub(ClientChannel(coordinator, *creds, ca));
     // Batches under the server's 16 MiB message limit; answers are merged in order.
     constexpr size_t kBatchBytes = 12 << 20;
     for (int i = 0; i < req.jobs_size();) {

@@ -21,6 +21,7 @@ PACKAGES=(
   libre2-dev             # triage rule patterns (RE2)
   python3-yaml           # deploy/ manifest checks and the Prometheus integration test
   chromium               # renders the web page in a headless browser test
+  openssl                # test certificates (scripts/gen_test_certs.sh)
 )
 
 missing=()

@@ -55,7 +55,11 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
       triage_changed_(prometheus::BuildCounter()
                           .Name("mxval_coordinator_triage_changed_total")
                           .Help("Tasks whose triage class after the verification re-run differs from the first run's.")
-                          .Register(r)) {}
+                          .Register(r)),
+      auth_denied_(prometheus::BuildCounter()
+                       .Name("mxval_coordinator_auth_denied_total")
+                       .Help("Calls refused by authentication or authorization, by reason.")
+                       .Register(r)) {}
 
 void CoordinatorMetrics::TaskReported(const std::string& outcome, double run_seconds) {
   tasks_reported_.Add({{"outcome", outcome}}).Increment();

@@ -32,6 +32,8 @@ class CoordinatorMetrics {
     triage_.Add({{"class", triage_class}, {"signature", signature}}).Increment();
   }
   void VerifyRerun() { reruns_.Increment(); }
+  // A call refused by authentication or authorization (bounded reasons).
+  void AuthDenied(const std::string& reason) { auth_denied_.Add({{"reason", reason}}).Increment(); }
   // The class after the verification re-run differs from the first run's.
   void TriageChanged(const std::string& from, const std::string& to) {
     triage_changed_.Add({{"from", from}, {"to", to}}).Increment();
@@ -53,6 +55,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Counter>& triage_;
   prometheus::Counter& reruns_;
   prometheus::Family<prometheus::Counter>& triage_changed_;
+  prometheus::Family<prometheus::Counter>& auth_denied_;
   double last_expiries_ = 0, last_retries_ = 0;
   std::set<std::pair<std::string, std::string>> seen_workers_;
 };

@@ -143,7 +143,27 @@ absl::StatusOr<v1::Job> Coordinator::BuildJob(const std::string& job_id, bool in
   return job;
 }
 
-grpc::Status Coordinator::SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req, v1::SubmitJobResponse* resp) {
+absl::StatusOr<auth::Caller> Coordinator::Authorize(const grpc::ServerContext* ctx, v1::Role role,
+                                                    const char* method) const {
+  if (options_.authorizer == nullptr) return auth::Caller{"anonymous", v1::ROLE_ADMIN};
+  return options_.authorizer->Check(ctx, role, method);
+}
+
+absl::Status Coordinator::AuthorizeWorker(const grpc::ServerContext* ctx, const std::string& worker_id,
+                                          const char* method) const {
+  if (options_.authorizer == nullptr) return absl::OkStatus();
+  return options_.authorizer->CheckWorker(ctx, worker_id, method);
+}
+
+#define MXVAL_AUTHORIZE(var, role, method)                 \
+  auto var = Authorize(ctx, role, method);                 \
+  if (!var.ok()) return ToGrpc(var.status())
+#define MXVAL_AUTHORIZE_WORKER(worker_id, method)                                   \
+  if (absl::Status a_ = AuthorizeWorker(ctx, worker_id, method); !a_.ok()) return ToGrpc(a_)
+
+grpc::Status Coordinator::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
+                                    v1::SubmitJobResponse* resp) {
+  MXVAL_AUTHORIZE(caller, v1::ROLE_SUBMITTER, "SubmitJob");
   if (req->request_id().size() > 256) return ToGrpc(absl::InvalidArgumentError("request_id: longer than 256 bytes"));
   auto plan = PlanJob(req->spec(), options_.planner);
   if (!plan.ok()) {
@@ -155,7 +175,9 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext*, const v1::SubmitJobReq
   in.priority = plan->priority;
   in.deadline = plan->deadline;
   in.reuse_results = req->spec().reuse_results();
-  in.payload = req->spec().SerializeAsString();
+  v1::JobSpec owned = req->spec();
+  owned.set_owner(caller->principal);  // whoever the client claims, the job is the caller's
+  in.payload = owned.SerializeAsString();
   in.tasks.reserve(plan->tasks.size());
   for (const PlannedTask& t : plan->tasks) in.tasks.push_back({t.spec.arch(), t.dedup_key, t.spec.SerializeAsString()});
   auto id = scheduler_->Submit(in);
@@ -172,7 +194,8 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext*, const v1::SubmitJobReq
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::GetJob(grpc::ServerContext*, const v1::GetJobRequest* req, v1::Job* resp) {
+grpc::Status Coordinator::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req, v1::Job* resp) {
+  MXVAL_AUTHORIZE(caller, v1::ROLE_VIEWER, "GetJob");
   if (req->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
   auto job = BuildJob(req->job_id(), req->include_results());
   if (!job.ok()) return ToGrpc(job.status());
@@ -182,6 +205,7 @@ grpc::Status Coordinator::GetJob(grpc::ServerContext*, const v1::GetJobRequest* 
 
 grpc::Status Coordinator::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                                    grpc::ServerWriter<v1::JobEvent>* writer) {
+  MXVAL_AUTHORIZE(caller, v1::ROLE_VIEWER, "WatchJob");
   if (req->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
   // Only what changed is read each round (DoneSince), and the loop sleeps
   // until the scheduler changes (or a second passes, to notice a client that
@@ -213,7 +237,21 @@ grpc::Status Coordinator::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobR
   return grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled by the client");
 }
 
-grpc::Status Coordinator::CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* req, v1::CancelJobResponse* resp) {
+grpc::Status Coordinator::CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
+                                    v1::CancelJobResponse* resp) {
+  MXVAL_AUTHORIZE(caller, v1::ROLE_SUBMITTER, "CancelJob");
+  if (caller->role < v1::ROLE_ADMIN) {  // submitters cancel their own jobs only
+    auto status = scheduler_->GetJob(req->job_id());
+    if (status.ok()) {
+      v1::JobSpec spec;
+      spec.ParseFromString(status->payload);
+      if (spec.owner() != caller->principal) {
+        options_.authorizer->Deny("not_owner", "CancelJob", caller->principal);
+        return ToGrpc(absl::PermissionDeniedError(absl::StrCat("job_id: '", req->job_id(), "' belongs to '",
+                                                               spec.owner(), "'; only its owner or an admin may cancel it")));
+      }
+    }
+  }
   if (req->job_id().empty()) return ToGrpc(absl::InvalidArgumentError("job_id: empty"));
   if (absl::Status st = scheduler_->Cancel(req->job_id()); !st.ok()) return ToGrpc(st);
   auto job = BuildJob(req->job_id(), false);
@@ -222,7 +260,9 @@ grpc::Status Coordinator::CancelJob(grpc::ServerContext*, const v1::CancelJobReq
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req, v1::ListJobsResponse* resp) {
+grpc::Status Coordinator::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
+                                   v1::ListJobsResponse* resp) {
+  MXVAL_AUTHORIZE(caller, v1::ROLE_VIEWER, "ListJobs");
   if (req->page_size() < 0 || req->page_size() > 500) {
     return ToGrpc(absl::InvalidArgumentError("page_size: must be in [0, 500]"));
   }
@@ -251,8 +291,9 @@ grpc::Status Coordinator::ListJobs(grpc::ServerContext*, const v1::ListJobsReque
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest* req,
+grpc::Status Coordinator::RegisterWorker(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* req,
                                          v1::RegisterWorkerResponse* resp) {
+  MXVAL_AUTHORIZE_WORKER(req->worker_id(), "RegisterWorker");
   if (req->worker_id().empty() || req->worker_id().size() > 256) {
     return ToGrpc(absl::InvalidArgumentError("worker_id: must be 1 to 256 bytes"));
   }
@@ -305,6 +346,7 @@ bool Coordinator::TryLease(const std::string& worker_id, const std::set<std::str
 
 grpc::Status Coordinator::LeaseTask(grpc::ServerContext* ctx, const v1::LeaseTaskRequest* req,
                                     v1::LeaseTaskResponse* resp) {
+  MXVAL_AUTHORIZE_WORKER(req->worker_id(), "LeaseTask");
   auto archs = LeaseArchs(req->worker_id(), req->device_index());
   if (!archs.ok()) return ToGrpc(archs.status());
   if (archs->empty()) return grpc::Status::OK;  // draining
@@ -321,7 +363,9 @@ grpc::Status Coordinator::LeaseTask(grpc::ServerContext* ctx, const v1::LeaseTas
   }
 }
 
-grpc::Status Coordinator::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req, v1::HeartbeatResponse* resp) {
+grpc::Status Coordinator::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                                    v1::HeartbeatResponse* resp) {
+  MXVAL_AUTHORIZE_WORKER(req->worker_id(), "Heartbeat");
   {
     absl::MutexLock l(&mu_);
     auto it = workers_.find(req->worker_id());
@@ -344,8 +388,9 @@ grpc::Status Coordinator::Heartbeat(grpc::ServerContext*, const v1::HeartbeatReq
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::ReportResult(grpc::ServerContext*, const v1::ReportResultRequest* req,
+grpc::Status Coordinator::ReportResult(grpc::ServerContext* ctx, const v1::ReportResultRequest* req,
                                        v1::ReportResultResponse* resp) {
+  MXVAL_AUTHORIZE_WORKER(req->worker_id(), "ReportResult");
   if (req->lease_id().empty()) return ToGrpc(absl::InvalidArgumentError("lease_id: empty"));
   const v1::TaskResult& r = req->result();
   const bool infra = r.attempts_size() > 0 && r.attempts(r.attempts_size() - 1).failure() == v1::FAILURE_CLASS_INFRA;
@@ -412,8 +457,9 @@ void Coordinator::RecordTriage(const std::string& task_id) {
   }
 }
 
-grpc::Status Coordinator::TriageLogs(grpc::ServerContext*, const v1::TriageLogsRequest* req,
+grpc::Status Coordinator::TriageLogs(grpc::ServerContext* ctx, const v1::TriageLogsRequest* req,
                                      v1::TriageLogsResponse* resp) {
+  MXVAL_AUTHORIZE(caller, v1::ROLE_SUBMITTER, "TriageLogs");
   auto r = triage::TriageLogs(*req, *rules_, *ownership_, options_.log_triage);
   if (!r.ok()) return ToGrpc(r.status());
   if (options_.metrics) {
@@ -453,7 +499,9 @@ v1::WorkerStatus Coordinator::StatusOf(const std::string& id, const WorkerEntry&
   return s;
 }
 
-grpc::Status Coordinator::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse* resp) {
+grpc::Status Coordinator::ListWorkers(grpc::ServerContext* ctx, const v1::ListWorkersRequest*,
+                                      v1::ListWorkersResponse* resp) {
+  MXVAL_AUTHORIZE(caller, v1::ROLE_VIEWER, "ListWorkers");
   absl::MutexLock l(&mu_);
   std::vector<std::string> ids;
   for (const auto& [id, w] : workers_) ids.push_back(id);
@@ -462,8 +510,9 @@ grpc::Status Coordinator::ListWorkers(grpc::ServerContext*, const v1::ListWorker
   return grpc::Status::OK;
 }
 
-grpc::Status Coordinator::DrainWorker(grpc::ServerContext*, const v1::DrainWorkerRequest* req,
+grpc::Status Coordinator::DrainWorker(grpc::ServerContext* ctx, const v1::DrainWorkerRequest* req,
                                       v1::DrainWorkerResponse* resp) {
+  MXVAL_AUTHORIZE(caller, v1::ROLE_ADMIN, "DrainWorker");
   absl::MutexLock l(&mu_);
   auto it = workers_.find(req->worker_id());
   if (it == workers_.end()) return ToGrpc(absl::NotFoundError(absl::StrCat("worker_id: no worker '", req->worker_id(), "'")));
@@ -473,11 +522,11 @@ grpc::Status Coordinator::DrainWorker(grpc::ServerContext*, const v1::DrainWorke
 }
 
 std::unique_ptr<grpc::Server> StartServer(const std::string& address, Coordinator* coordinator, int* port,
-                                          int max_message_bytes) {
+                                          int max_message_bytes, std::shared_ptr<grpc::ServerCredentials> credentials) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder b;
-  b.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  b.AddListeningPort(address, credentials ? credentials : grpc::InsecureServerCredentials(), port);
   b.SetMaxReceiveMessageSize(max_message_bytes);
   b.SetMaxSendMessageSize(max_message_bytes);
   b.RegisterService(static_cast<v1::ValidationService::Service*>(coordinator));

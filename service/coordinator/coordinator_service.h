@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "mxval/v1/mxval.grpc.pb.h"
+#include "service/auth/auth.h"
 #include "service/coordinator/coordinator_metrics.h"
 #include "service/triage/log_classifier.h"
 #include "service/triage/log_triage.h"
@@ -42,6 +43,9 @@ struct CoordinatorOptions {
   const triage::LogClassifier* log_rules = nullptr;
   const triage::Ownership* ownership = nullptr;
   triage::LogTriageOptions log_triage;
+  // Null: every call is allowed (plaintext loopback, tests). Otherwise
+  // clients need tokens with roles and workers client certificates.
+  const auth::Authorizer* authorizer = nullptr;
 };
 
 grpc::Status ToGrpc(const absl::Status& s);
@@ -85,6 +89,8 @@ class Coordinator final : public v1::ValidationService::Service,
   absl::StatusOr<v1::Job> BuildJob(const std::string& job_id, bool include_results) const;
 
  private:
+  absl::StatusOr<auth::Caller> Authorize(const grpc::ServerContext* ctx, v1::Role role, const char* method) const;
+  absl::Status AuthorizeWorker(const grpc::ServerContext* ctx, const std::string& worker_id, const char* method) const;
   // State, progress and spec of a job (no results).
   v1::Job JobHead(const JobStatus& status) const;
   // The result as clients see it, with its triage.
@@ -120,8 +126,10 @@ class Coordinator final : public v1::ValidationService::Service,
 
 // Builds and starts a server for `coordinator` on `address` ("127.0.0.1:0"),
 // with grpc.health.v1 and server reflection. *port receives the bound port.
+// `credentials` null: plaintext (loopback deployments and tests).
 std::unique_ptr<grpc::Server> StartServer(const std::string& address, Coordinator* coordinator, int* port,
-                                          int max_message_bytes = 16 << 20);
+                                          int max_message_bytes = 16 << 20,
+                                          std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
 }  // namespace coordinator
 }  // namespace mxval

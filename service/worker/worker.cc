@@ -31,7 +31,9 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions o) {
     o.devices.push_back(cpu);
   }
   std::unique_ptr<Worker> w(new Worker(std::move(o)));
-  w->channel_ = grpc::CreateChannel(w->options_.coordinator, grpc::InsecureChannelCredentials());
+  w->channel_ = grpc::CreateChannel(w->options_.coordinator, w->options_.credentials
+                                                                  ? w->options_.credentials
+                                                                  : grpc::InsecureChannelCredentials());
   w->stub_ = v1::WorkerService::NewStub(w->channel_);
   absl::MutexLock l(&w->mu_);
   w->consecutive_failures_.assign(w->options_.devices.size(), 0);

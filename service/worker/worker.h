@@ -33,7 +33,9 @@ struct WorkerOptions {
   // task's child gets "--runtime R --device INDEX" appended to child_argv.
   std::string device_runtime;
   std::vector<v1::KernelLibraryInfo> libraries;
-  std::vector<std::string> child_argv;  // e.g. {"/path/mxval", "__run-task", "--kernel-dir", dir}
+  std::vector<std::string> child_argv;
+  // Channel credentials (TLS with a client certificate); null: plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  // e.g. {"/path/mxval", "__run-task", "--kernel-dir", dir}
   absl::Duration task_timeout = absl::Minutes(10);
   absl::Duration long_poll = absl::Seconds(5);
   absl::Duration rpc_timeout = absl::Seconds(15);

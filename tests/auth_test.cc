@@ -1,0 +1,202 @@
+// Authentication and authorization end to end: a coordinator with TLS,
+// worker client certificates and bearer tokens with roles, on loopback, and
+// clients of each kind. Certificates come from scripts/gen_test_certs.sh.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+#include "service/auth/auth.h"
+#include "service/coordinator/coordinator_service.h"
+
+namespace mxval {
+namespace {
+
+using coordinator::Coordinator;
+
+std::string Read(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class AuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/mxval_auth_" + std::to_string(getpid());
+    ASSERT_EQ(std::system(("bash " MXVAL_SOURCE_DIR "/scripts/gen_test_certs.sh " + dir_ + " w1 >/dev/null").c_str()), 0);
+    v1::AuthConfig cfg;
+    for (auto [name, token, role] : {std::tuple{"dash", "view-secret", v1::ROLE_VIEWER},
+                                     std::tuple{"bot-a", "submit-a-secret", v1::ROLE_SUBMITTER},
+                                     std::tuple{"bot-b", "submit-b-secret", v1::ROLE_SUBMITTER},
+                                     std::tuple{"ops", "admin-secret", v1::ROLE_ADMIN}}) {
+      v1::AuthToken* t = cfg.add_tokens();
+      t->set_name(name);
+      t->set_sha256(auth::Sha256Hex(token));
+      t->set_role(role);
+    }
+    ASSERT_TRUE(auth::ValidateConfig(cfg).ok());
+    authorizer_ = std::make_unique<auth::Authorizer>(cfg, [this](const std::string& reason, const std::string& method,
+                                                                 const std::string& who) {
+      metrics_.AuthDenied(reason);
+      log_ += method + " " + who + " " + reason + "\n";
+    });
+    coordinator::CoordinatorOptions o;
+    o.authorizer = authorizer_.get();
+    o.metrics = &metrics_;
+    o.max_long_poll = absl::Milliseconds(100);
+    coord_ = std::make_unique<Coordinator>(&clock_, &scheduler_, o);
+    auto creds = auth::ServerCredentials({dir_ + "/server.crt", dir_ + "/server.key", dir_ + "/ca.crt"},
+                                         std::make_shared<auth::TokenProcessor>(cfg));
+    ASSERT_TRUE(creds.ok()) << creds.status();
+    server_ = coordinator::StartServer("127.0.0.1:0", coord_.get(), &port_, 16 << 20, *creds);
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    server_->Shutdown();
+    std::system(("rm -rf " + dir_).c_str());
+  }
+
+  std::shared_ptr<grpc::Channel> Channel(const std::string& token, bool worker_cert = false) {
+    auth::ClientTlsFiles f{dir_ + "/ca.crt", worker_cert ? dir_ + "/w1.crt" : "", worker_cert ? dir_ + "/w1.key" : "",
+                           token};
+    auto c = auth::ChannelCredentials(f);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), *c);
+  }
+  std::unique_ptr<grpc::ClientContext> Ctx() {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return c;
+  }
+  grpc::Status Submit(const std::string& token, std::string* job_id, const std::string& claimed_owner = "") {
+    auto stub = v1::ValidationService::NewStub(Channel(token));
+    v1::SubmitJobRequest req;
+    req.mutable_spec()->add_presets("dsv3-tp8");
+    req.mutable_spec()->add_m_values(1);
+    req.mutable_spec()->set_owner(claimed_owner);
+    v1::SubmitJobResponse resp;
+    grpc::Status st = stub->SubmitJob(Ctx().get(), req, &resp);
+    if (job_id) *job_id = resp.job().job_id();
+    return st;
+  }
+  grpc::Status Cancel(const std::string& token, const std::string& job_id) {
+    auto stub = v1::ValidationService::NewStub(Channel(token));
+    v1::CancelJobRequest req;
+    req.set_job_id(job_id);
+    v1::CancelJobResponse resp;
+    return stub->CancelJob(Ctx().get(), req, &resp);
+  }
+  grpc::Status Register(bool cert, const std::string& worker_id, const std::string& token = "") {
+    auto stub = v1::WorkerService::NewStub(Channel(token, cert));
+    v1::RegisterWorkerRequest req;
+    req.set_worker_id(worker_id);
+    v1::DeviceInfo* d = req.mutable_capabilities()->add_devices();
+    d->set_arch("cpu");
+    d->set_healthy(true);
+    v1::RegisterWorkerResponse resp;
+    return stub->RegisterWorker(Ctx().get(), req, &resp);
+  }
+
+  std::string dir_, log_;
+  FakeClock clock_;
+  coordinator::Scheduler scheduler_{&clock_, coordinator::WithFailurePredicate(coordinator::SchedulerOptions{})};
+  std::shared_ptr<prometheus::Registry> registry_ = std::make_shared<prometheus::Registry>();
+  coordinator::CoordinatorMetrics metrics_{*registry_};
+  std::unique_ptr<auth::Authorizer> authorizer_;
+  std::unique_ptr<Coordinator> coord_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(AuthTest, TokensAndRoles) {
+  std::string job;
+  EXPECT_EQ(Submit("", &job).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Submit("not-a-token", &job).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Submit("view-secret", &job).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // A submitter's job is its own, whatever owner the spec claims.
+  ASSERT_TRUE(Submit("submit-a-secret", &job, /*claimed_owner=*/"ops").ok());
+  auto status = scheduler_.GetJob(job);
+  ASSERT_TRUE(status.ok());
+  v1::JobSpec spec;
+  spec.ParseFromString(status->payload);
+  EXPECT_EQ(spec.owner(), "bot-a");
+  // Viewers read; others' jobs cannot be cancelled by a submitter; admins can.
+  auto viewer = v1::ValidationService::NewStub(Channel("view-secret"));
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(viewer->ListJobs(Ctx().get(), v1::ListJobsRequest(), &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 1);
+  EXPECT_EQ(Cancel("view-secret", job).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Cancel("submit-b-secret", job).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(Cancel("submit-a-secret", job).ok());
+  ASSERT_TRUE(Submit("submit-b-secret", &job).ok());
+  EXPECT_TRUE(Cancel("admin-secret", job).ok());
+  // Draining a worker is an admin's call.
+  ASSERT_TRUE(Register(true, "w1").ok());
+  auto drain = [&](const std::string& token) {
+    auto stub = v1::AdminService::NewStub(Channel(token));
+    v1::DrainWorkerRequest req;
+    req.set_worker_id("w1");
+    v1::DrainWorkerResponse resp;
+    return stub->DrainWorker(Ctx().get(), req, &resp);
+  };
+  EXPECT_EQ(drain("submit-a-secret").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(drain("admin-secret").ok());
+  // Denials are counted by reason and logged by principal, never with a token.
+  prometheus::TextSerializer text;
+  const std::string scrape = text.Serialize(registry_->Collect());
+  EXPECT_NE(scrape.find("mxval_coordinator_auth_denied_total{reason=\"role\"} 3"), std::string::npos) << scrape;
+  EXPECT_NE(scrape.find("mxval_coordinator_auth_denied_total{reason=\"missing_token\"} 1"), std::string::npos);
+  EXPECT_NE(scrape.find("mxval_coordinator_auth_denied_total{reason=\"not_owner\"} 1"), std::string::npos);
+  for (const char* secret : {"view-secret", "submit-a-secret", "submit-b-secret", "admin-secret", "not-a-token"}) {
+    EXPECT_EQ(log_.find(secret), std::string::npos) << log_;
+  }
+  EXPECT_NE(log_.find("CancelJob bot-b not_owner"), std::string::npos) << log_;
+}
+
+TEST_F(AuthTest, WorkersAuthenticateWithCertificates) {
+  EXPECT_EQ(Register(false, "w1", "admin-secret").error_code(), grpc::StatusCode::UNAUTHENTICATED);  // tokens do not make a worker
+  EXPECT_EQ(Register(true, "w2").error_code(), grpc::StatusCode::PERMISSION_DENIED);  // the certificate says w1
+  EXPECT_TRUE(Register(true, "w1").ok());
+  auto stub = v1::WorkerService::NewStub(Channel("", true));
+  v1::LeaseTaskRequest lr;
+  lr.set_worker_id("w1");
+  v1::LeaseTaskResponse lease;
+  EXPECT_TRUE(stub->LeaseTask(Ctx().get(), lr, &lease).ok());
+}
+
+TEST_F(AuthTest, PlaintextAndUnknownCaAreRefused) {
+  auto plain = v1::ValidationService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials()));
+  v1::ListJobsResponse jobs;
+  EXPECT_EQ(plain->ListJobs(Ctx().get(), v1::ListJobsRequest(), &jobs).error_code(), grpc::StatusCode::UNAVAILABLE);
+  // A client that does not trust the server's CA does not connect.
+  const std::string other = dir_ + "/other";
+  ASSERT_EQ(std::system(("bash " MXVAL_SOURCE_DIR "/scripts/gen_test_certs.sh " + other + " x >/dev/null").c_str()), 0);
+  auto creds = auth::ChannelCredentials({other + "/ca.crt", "", "", "view-secret"});
+  ASSERT_TRUE(creds.ok());
+  auto wrong = v1::ValidationService::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), *creds));
+  EXPECT_EQ(wrong->ListJobs(Ctx().get(), v1::ListJobsRequest(), &jobs).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST(AuthConfig, Validation) {
+  v1::AuthConfig c;
+  v1::AuthToken* t = c.add_tokens();
+  t->set_name("x");
+  t->set_sha256("ABC");
+  t->set_role(v1::ROLE_VIEWER);
+  EXPECT_NE(auth::ValidateConfig(c).message().find("tokens[0].sha256"), std::string::npos);
+  t->set_sha256(auth::Sha256Hex("s"));
+  EXPECT_TRUE(auth::ValidateConfig(c).ok());
+  *c.add_tokens() = *t;
+  EXPECT_NE(auth::ValidateConfig(c).message().find("tokens[1].name"), std::string::npos);
+  EXPECT_EQ(auth::Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_FALSE(auth::ChannelCredentials({"", "", "", "token-without-tls"}).ok());
+  EXPECT_EQ(auth::LoadConfig("/nonexistent.yaml").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace mxval
