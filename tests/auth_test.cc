@@ -2,8 +2,6 @@
 // worker client certificates and bearer tokens with roles, on loopback, and
 // clients of each kind. Certificates come from scripts/gen_test_certs.sh.
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
@@ -15,13 +13,6 @@ namespace mxval {
 namespace {
 
 using coordinator::Coordinator;
-
-std::string Read(const std::string& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 class AuthTest : public ::testing::Test {
  protected:

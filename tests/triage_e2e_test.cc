@@ -93,7 +93,7 @@ class TriageE2E : public ::testing::Test {
   }
 
   Scheduler scheduler_{RealClock::Get(),
-                       coordinator::WithFailurePredicate(coordinator::SchedulerOptions{absl::Seconds(30), 3, 10000})};
+                       coordinator::WithFailurePredicate(coordinator::MakeSchedulerOptions(absl::Seconds(30), 3, 10000))};
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

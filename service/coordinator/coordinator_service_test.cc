@@ -75,7 +75,7 @@ class CoordinatorServiceTest : public ::testing::Test {
   }
 
   FakeClock clock_;
-  Scheduler scheduler_{&clock_, WithFailurePredicate(SchedulerOptions{absl::Seconds(30), 3, 10000})};
+  Scheduler scheduler_{&clock_, WithFailurePredicate(MakeSchedulerOptions(absl::Seconds(30), 3, 10000))};
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::ValidationService::Stub> jobs_;

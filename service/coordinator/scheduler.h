@@ -53,6 +53,15 @@ struct SchedulerOptions {
   int verify_fraction_div = 4;
 };
 
+// Options with the three that tests and tools most often set.
+inline SchedulerOptions MakeSchedulerOptions(absl::Duration lease, int max_attempts, int64_t max_queued) {
+  SchedulerOptions o;
+  o.lease_duration = lease;
+  o.max_attempts = max_attempts;
+  o.max_queued_tasks = max_queued;
+  return o;
+}
+
 // What changed in a job since a cursor: its status and the tasks that became
 // DONE since then, in completion order.
 struct JobDelta {

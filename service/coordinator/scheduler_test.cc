@@ -15,7 +15,7 @@ JobInput Job(int n, int priority = 0, const std::string& arch = "cpu", const std
 class SchedulerTest : public ::testing::Test {
  protected:
   FakeClock clock;
-  SchedulerOptions opt{absl::Seconds(30), 3, 1000};
+  SchedulerOptions opt = MakeSchedulerOptions(absl::Seconds(30), 3, 1000);
   Scheduler s{&clock, opt};
 };
 

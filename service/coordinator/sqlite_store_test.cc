@@ -42,7 +42,7 @@ class SqliteStoreTest : public ::testing::Test {
   std::string path_;
   FakeClock clock_;
   SchedulerOptions opt_ = [] {
-    SchedulerOptions o{absl::Seconds(30), 3, 1000};
+    SchedulerOptions o = MakeSchedulerOptions(absl::Seconds(30), 3, 1000);
     o.is_failed = [](const TaskRecord& t) { return t.result.rfind("fail", 0) == 0; };
     return o;
   }();

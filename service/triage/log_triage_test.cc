@@ -70,8 +70,12 @@ TEST(LogTriage, RealisticFixtures) {
       EXPECT_EQ(t.reachability(), v1::REACHABILITY_REACHES);
       EXPECT_EQ(t.reaching_files_size(), 2);
     }
-    if (t.name() == "accuracy-test-oom") EXPECT_EQ(t.signature(), "killed-oom: 137");
-    if (t.name() == "unit-test-backend") EXPECT_TRUE(t.base_failed_same());
+    if (t.name() == "accuracy-test-oom") {
+      EXPECT_EQ(t.signature(), "killed-oom: 137");
+    }
+    if (t.name() == "unit-test-backend") {
+      EXPECT_TRUE(t.base_failed_same());
+    }
   }
 }
 

@@ -222,7 +222,7 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
   // One reference for both sides: they run on the same inputs.
   auto reference = ComputeReference(*data, co);
   if (!reference.ok()) return reference.status();
-  DeviceState dev{o.runtime, o.device_timing, nullptr};
+  DeviceState dev{o.runtime, o.device_timing, nullptr, ""};
   RunSide(*data, *reference, co, task.baseline_kernel(), task.baseline_config(), task.baseline_entry(), kernels, dev,
           result.mutable_baseline());
   RunSide(*data, *reference, co, task.candidate_kernel(), task.candidate_config(), task.candidate_entry(), kernels,

@@ -66,7 +66,7 @@ class WorkerTest : public ::testing::Test {
     return *coordinator_->BuildJob(job_id, true);
   }
 
-  Scheduler scheduler_{RealClock::Get(), coordinator::WithFailurePredicate(coordinator::SchedulerOptions{absl::Seconds(30), 3, 10000})};
+  Scheduler scheduler_{RealClock::Get(), coordinator::WithFailurePredicate(coordinator::MakeSchedulerOptions(absl::Seconds(30), 3, 10000))};
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
