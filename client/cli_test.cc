@@ -1,5 +1,6 @@
 #include "client/cli.h"
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -26,7 +27,7 @@ Result Cli(std::vector<std::string> args) {
   return {code, out.str(), err.str()};
 }
 
-std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/mxval_cli_" + name; }
+std::string Tmp(const std::string& name) { return ::testing::TempDir() + "/mxval_cli_" + std::to_string(getpid()) + "_" + name; }
 
 HostTensor RandomFloat(std::vector<int64_t> shape, uint64_t seed) {
   HostTensor t = HostTensor::Zeros(DType::kF32, shape);

@@ -1,5 +1,6 @@
 #include "common/tensor_io.h"
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -124,7 +125,7 @@ TEST(Safetensors, RejectsInconsistentEntries) {
 }
 
 TEST(TensorFiles, SaveAndLoadFromDisk) {
-  const std::string path = ::testing::TempDir() + "/t.npy";
+  const std::string path = ::testing::TempDir() + "/t_" + std::to_string(getpid()) + ".npy";
   HostTensor t = Sample(DType::kU16, {3, 5});
   ASSERT_TRUE(SaveNpy(path, t).ok());
   auto back = LoadTensor(path);

@@ -42,7 +42,7 @@ std::string HttpGet(int port, const std::string& path) {
 
 // `promtool check metrics` on the text: returns its output ("" when clean) and exit code.
 std::pair<int, std::string> Promtool(const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/mxval_scrape.txt";
+  const std::string path = ::testing::TempDir() + "/mxval_scrape_" + std::to_string(getpid()) + ".txt";
   std::ofstream(path) << text;
   FILE* p = popen(("promtool check metrics < " + path + " 2>&1").c_str(), "r");
   std::string out;

@@ -2,6 +2,7 @@
 // file, three `mxval worker` daemons, a 300-task job. A worker is SIGKILLed
 // mid-job and the coordinator is SIGKILLed and restarted on the same file and
 // port; afterwards every task has exactly one recorded, passing result.
+#include <sys/stat.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -54,6 +55,15 @@ struct Proc {
   }
 };
 
+// A directory of this process's own: concurrent test runs on one machine
+// (two ctest invocations) must never share a database file.
+std::string PrivateDir() {
+  const std::string d = ::testing::TempDir() + "/mxval_integration_" + std::to_string(getpid()) + "_" +
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  mkdir(d.c_str(), 0700);
+  return d;
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -80,7 +90,7 @@ std::unique_ptr<grpc::ClientContext> Ctx() {
 }
 
 TEST(ServiceIntegration, ThreeHundredTasksSurviveWorkerAndCoordinatorKills) {
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = PrivateDir();
   const std::string db = dir + "/mxval_integration.db";
   for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
   Proc coord = Proc::Start({MXVAL_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--lease-seconds", "3"},
@@ -176,7 +186,7 @@ CmdResult Cmd(const std::string& cmd) {
 }
 
 TEST(ServiceIntegration, CliVerbsAgainstAnEmbeddedServer) {
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = PrivateDir();
   const std::string db = dir + "/mxval_cli.db";
   for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
   Proc serve = Proc::Start({MXVAL_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--workers", "2"}, dir + "/serve.out");

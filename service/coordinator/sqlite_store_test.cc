@@ -2,6 +2,7 @@
 // accepted job, lease or result; a store that fails writes changes nothing.
 #include "service/coordinator/sqlite_store.h"
 
+#include <unistd.h>
 #include <cstdio>
 
 #include "gtest/gtest.h"
@@ -22,7 +23,7 @@ JobInput Job(int n, const std::string& request_id = "") {
 class SqliteStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = ::testing::TempDir() + "/mxval_store_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+    path_ = ::testing::TempDir() + "/mxval_store_" + std::to_string(getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
     std::remove(path_.c_str());
   }
   void TearDown() override {
