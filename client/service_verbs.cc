@@ -165,6 +165,9 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   f.String("tls-cert", &tls_cert, "TLS certificate (PEM) for the gRPC listener");
   f.String("tls-key", &tls_key, "its private key (PEM)");
   f.String("tls-client-ca", &tls_client_ca, "CA that signs worker client certificates (mutual TLS for workers)");
+  int64_t max_inflight = 0, submit_rate = 0;
+  f.Int("max-inflight-jobs-per-client", &max_inflight, "jobs a client may have queued or running (0: unlimited)");
+  f.Int("submit-rate-per-minute", &submit_rate, "job submissions per client per minute (0: unlimited)");
   f.String("auth-config", &auth_config_path, "tokens (SHA-256) with roles, allowed worker names (.yaml/.json); needs TLS");
   f.String("http-listen", &http_listen, "serve the read-only web page at http://ADDR/ (e.g. 127.0.0.1:8080; port 0 picks one)");
   f.String("triage-rules", &rules_path, "log triage rule file (.yaml/.json; default: built-in rules)");
@@ -228,6 +231,11 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   coordinator::CoordinatorOptions co;
   co.lease_duration = so.lease_duration;
   co.log_rules = rules.get();
+  if (max_inflight < 0 || submit_rate < 0) {
+    return Usage(err, "serve", "--max-inflight-jobs-per-client and --submit-rate-per-minute must be >= 0");
+  }
+  co.max_inflight_jobs_per_client = static_cast<int>(max_inflight);
+  co.submit_rate_per_minute = static_cast<double>(submit_rate);
   co.ownership = ownership.get();
   auto registry = std::make_shared<prometheus::Registry>();
   coordinator::CoordinatorMetrics metrics(*registry);

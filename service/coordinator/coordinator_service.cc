@@ -180,7 +180,19 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJo
   in.payload = owned.SerializeAsString();
   in.tasks.reserve(plan->tasks.size());
   for (const PlannedTask& t : plan->tasks) in.tasks.push_back({t.spec.arch(), t.dedup_key, t.spec.SerializeAsString()});
+  if (!scheduler_->FindRequest(req->request_id())) {  // a retry of an accepted job is never limited
+    absl::Duration wait;
+    if (absl::Status lim = CheckSubmitLimits(caller->principal, &wait); !lim.ok()) {
+      if (options_.metrics) options_.metrics->JobRejected("client_limit");
+      if (ctx) ctx->AddTrailingMetadata("retry-after-ms", absl::StrCat(absl::ToInt64Milliseconds(wait)));
+      return ToGrpc(lim);
+    }
+  }
   auto id = scheduler_->Submit(in);
+  if (id.ok()) {
+    absl::MutexLock l(&quota_mu_);
+    quotas_[caller->principal].jobs.push_back(*id);
+  }
   if (!id.ok()) {
     if (options_.metrics) {
       options_.metrics->JobRejected(absl::IsResourceExhausted(id.status()) ? "exhausted" : "unavailable");
@@ -426,6 +438,46 @@ grpc::Status Coordinator::ReportResult(grpc::ServerContext* ctx, const v1::Repor
     if (archs.ok()) TryLease(req->worker_id(), *archs, req->next().device_index(), resp->mutable_next());
   }
   return grpc::Status::OK;
+}
+
+absl::Status Coordinator::CheckSubmitLimits(const std::string& client, absl::Duration* retry_after) {
+  if (options_.max_inflight_jobs_per_client <= 0 && options_.submit_rate_per_minute <= 0) return absl::OkStatus();
+  absl::MutexLock l(&quota_mu_);
+  ClientQuota& q = quotas_[client];
+  if (options_.max_inflight_jobs_per_client > 0) {
+    std::vector<std::string> live;
+    for (const std::string& id : q.jobs) {
+      auto st = scheduler_->GetJob(id);
+      if (st.ok() && (st->state == JobState::kQueued || st->state == JobState::kRunning)) live.push_back(id);
+    }
+    q.jobs.swap(live);
+    if (static_cast<int>(q.jobs.size()) >= options_.max_inflight_jobs_per_client) {
+      *retry_after = absl::Seconds(30);
+      return absl::ResourceExhaustedError(absl::StrCat("client '", client, "' has ", q.jobs.size(),
+                                                       " jobs queued or running (limit ",
+                                                       options_.max_inflight_jobs_per_client,
+                                                       "); retry when one finishes"));
+    }
+  }
+  if (options_.submit_rate_per_minute > 0) {
+    const double per_second = options_.submit_rate_per_minute / 60.0;
+    const double burst = std::max(1.0, options_.submit_rate_per_minute / 6.0);
+    const absl::Time now = clock_->Now();
+    if (q.tokens < 0) {
+      q.tokens = burst;
+      q.refilled = now;
+    }
+    q.tokens = std::min(burst, q.tokens + absl::ToDoubleSeconds(now - q.refilled) * per_second);
+    q.refilled = now;
+    if (q.tokens < 1.0) {
+      *retry_after = absl::Seconds((1.0 - q.tokens) / per_second);
+      return absl::ResourceExhaustedError(absl::StrCat("client '", client, "' is over ",
+                                                       options_.submit_rate_per_minute, " submissions per minute; retry in ",
+                                                       absl::FormatDuration(absl::Ceil(*retry_after, absl::Milliseconds(100)))));
+    }
+    q.tokens -= 1.0;
+  }
+  return absl::OkStatus();
 }
 
 namespace {

@@ -46,6 +46,12 @@ struct CoordinatorOptions {
   // Null: every call is allowed (plaintext loopback, tests). Otherwise
   // clients need tokens with roles and workers client certificates.
   const auth::Authorizer* authorizer = nullptr;
+  // Per-client submit limits (client = the authenticated principal, or
+  // "anonymous"); 0 = unlimited. Refusals are RESOURCE_EXHAUSTED with the
+  // wait in the message and in the `retry-after-ms` trailer. Idempotent
+  // retries (a known request_id) are never refused.
+  int max_inflight_jobs_per_client = 0;  // jobs queued or running
+  double submit_rate_per_minute = 0;     // token bucket, burst = max(1, rate / 6)
 };
 
 grpc::Status ToGrpc(const absl::Status& s);
@@ -101,6 +107,8 @@ class Coordinator final : public v1::ValidationService::Service,
   // One lease attempt without waiting; fills `resp` and returns true on success.
   bool TryLease(const std::string& worker_id, const std::set<std::string>& archs, int device,
                 v1::LeaseTaskResponse* resp);
+  // RESOURCE_EXHAUSTED (and the suggested wait) when `client` may not submit now.
+  absl::Status CheckSubmitLimits(const std::string& client, absl::Duration* retry_after);
   // Counts a finished task's triage in the metrics.
   void RecordTriage(const std::string& task_id);
 
@@ -113,6 +121,13 @@ class Coordinator final : public v1::ValidationService::Service,
   };
   v1::WorkerStatus StatusOf(const std::string& id, const WorkerEntry& w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  struct ClientQuota {
+    double tokens = -1;  // < 0: not initialized
+    absl::Time refilled;
+    std::vector<std::string> jobs;  // submitted jobs, pruned when final
+  };
+  absl::Mutex quota_mu_;
+  absl::flat_hash_map<std::string, ClientQuota> quotas_ ABSL_GUARDED_BY(quota_mu_);
   std::unique_ptr<triage::LogClassifier> own_rules_;
   std::unique_ptr<triage::Ownership> own_ownership_;
   const triage::LogClassifier* rules_ = nullptr;

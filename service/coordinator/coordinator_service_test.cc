@@ -369,3 +369,61 @@ TEST_F(CoordinatorServiceTest, ListJobsPages) {
 
 }  // namespace
 }  // namespace mxval::coordinator
+
+namespace mxval::coordinator {
+namespace {
+
+v1::SubmitJobRequest LimitJob(const std::string& request_id) {
+  v1::SubmitJobRequest req;
+  req.set_request_id(request_id);
+  req.mutable_spec()->add_presets("dsv3-tp8");
+  req.mutable_spec()->add_m_values(1);
+  return req;
+}
+
+TEST(SubmitLimits, InflightJobsPerClient) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, WithFailurePredicate(SchedulerOptions{}));
+  CoordinatorOptions o;
+  o.max_inflight_jobs_per_client = 1;
+  Coordinator c(&clock, &scheduler, o);
+  grpc::ServerContext ctx;
+  v1::SubmitJobResponse a, b;
+  const v1::SubmitJobRequest ra = LimitJob("a");
+  ASSERT_TRUE(c.SubmitJob(&ctx, &ra, &a).ok());
+  const v1::SubmitJobRequest rb = LimitJob("b");
+  grpc::ServerContext ctx_b;
+  const grpc::Status st = c.SubmitJob(&ctx_b, &rb, &b);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(st.error_message().find("limit 1"), std::string::npos) << st.error_message();
+  // A retry of the accepted job is not a new job: never refused.
+  v1::SubmitJobResponse again;
+  ASSERT_TRUE(c.SubmitJob(&ctx, &ra, &again).ok());
+  EXPECT_EQ(again.job().job_id(), a.job().job_id());
+  // Once the first job is final, the client may submit again.
+  v1::CancelJobRequest cr;
+  cr.set_job_id(a.job().job_id());
+  v1::CancelJobResponse cresp;
+  ASSERT_TRUE(c.CancelJob(&ctx, &cr, &cresp).ok());
+  EXPECT_TRUE(c.SubmitJob(&ctx, &rb, &b).ok());
+}
+
+TEST(SubmitLimits, RatePerClientWithRetryHint) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, WithFailurePredicate(SchedulerOptions{}));
+  CoordinatorOptions o;
+  o.submit_rate_per_minute = 6;  // one token every 10 s, burst 1
+  Coordinator c(&clock, &scheduler, o);
+  v1::SubmitJobResponse r;
+  grpc::ServerContext c1, c2, c3;
+  const v1::SubmitJobRequest r1 = LimitJob("1"), r2 = LimitJob("2");
+  ASSERT_TRUE(c.SubmitJob(&c1, &r1, &r).ok());
+  const grpc::Status st = c.SubmitJob(&c2, &r2, &r);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(st.error_message().find("retry in 10s"), std::string::npos) << st.error_message();
+  clock.Advance(absl::Seconds(10));
+  EXPECT_TRUE(c.SubmitJob(&c3, &r2, &r).ok());
+}
+
+}  // namespace
+}  // namespace mxval::coordinator

@@ -437,6 +437,13 @@ absl::StatusOr<JobDelta> Scheduler::DoneSince(const std::string& job_id, size_t 
   return d;
 }
 
+std::optional<std::string> Scheduler::FindRequest(const std::string& request_id) const {
+  absl::MutexLock l(&mu_);
+  auto it = request_ids_.find(request_id);
+  if (request_id.empty() || it == request_ids_.end()) return std::nullopt;
+  return it->second;
+}
+
 uint64_t Scheduler::version() const {
   absl::MutexLock l(&mu_);
   return version_;

@@ -134,6 +134,8 @@ class Scheduler {
   void Tick();
 
   absl::StatusOr<JobStatus> GetJob(const std::string& job_id) const;
+  // The job a request id was accepted as, if any (idempotent retries).
+  std::optional<std::string> FindRequest(const std::string& request_id) const;
   // O(new completions), for watchers. NOT_FOUND for an unknown job.
   absl::StatusOr<JobDelta> DoneSince(const std::string& job_id, size_t cursor) const;
   // A counter bumped by every state change (submit, lease, result, expiry,
