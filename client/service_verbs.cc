@@ -38,7 +38,6 @@ namespace {
 
 constexpr int kOk = 0, kFailed = 1, kUsage = 2, kInternal = 3;
 
-std::string SelfExe() { return SelfExePath(); }
 
 sigset_t TerminationSignals() {
   sigset_t set;
@@ -129,6 +128,22 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EnvCredentials(const s
     while (!f.token.empty() && (f.token.back() == '\r' || f.token.back() == ' ')) f.token.pop_back();
   }
   return auth::ChannelCredentials(f);
+}
+
+// Writes a report to stdout ("-") or a file; kInternal when the file cannot be written.
+int WriteOutput(const std::string& verb, const std::string& out_path, const std::string& text, std::ostream& out,
+                std::ostream& err) {
+  if (out_path == "-") {
+    out << text;
+    return kOk;
+  }
+  std::ofstream f(out_path);
+  f << text;
+  if (!f) {
+    err << "mxval " << verb << ": cannot write '" << out_path << "'\n";
+    return kInternal;
+  }
+  return kOk;
 }
 
 std::shared_ptr<grpc::Channel> ClientChannel(const std::string& address,
@@ -307,7 +322,7 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
       auto wc = EnvCredentials();
       if (wc.ok()) wo.credentials = *wc;
     }
-    wo.child_argv = {SelfExe(), "__run-task", "--threads", "1"};
+    wo.child_argv = {SelfExePath(), "__run-task", "--threads", "1"};
     if (!kernel_dir.empty()) {
       wo.child_argv.push_back("--kernel-dir");
       wo.child_argv.push_back(kernel_dir);
@@ -375,7 +390,7 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   wo.devices = discovered->devices;
   wo.credentials = *creds;
   wo.device_runtime = discovered->runtime;
-  wo.child_argv = {SelfExe(), "__run-task"};
+  wo.child_argv = {SelfExePath(), "__run-task"};
   if (!kernel_dir.empty()) {
     wo.child_argv.push_back("--kernel-dir");
     wo.child_argv.push_back(kernel_dir);
@@ -504,17 +519,7 @@ int GetVerb(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   v1::Job job;
   const grpc::Status st = stub->GetJob(Ctx(absl::Seconds(30)).get(), g, &job);
   if (!st.ok()) return GrpcExit(err, "get", st);
-  const std::string report = FormatReport(job, format);
-  if (out_path == "-") {
-    out << report;
-  } else {
-    std::ofstream f2(out_path);
-    f2 << report;
-    if (!f2) {
-      err << "mxval get: cannot write '" << out_path << "'\n";
-      return kInternal;
-    }
-  }
+  if (int rc = WriteOutput("get", out_path, FormatReport(job, format), out, err); rc != kOk) return rc;
   return JobExitCode(job, gate) == 0 ? kOk : kFailed;
 }
 
@@ -559,7 +564,7 @@ int DemoVerb(const std::vector<std::string>& args, std::ostream& out, std::ostre
     worker::WorkerOptions wo;
     wo.coordinator = addr;
     wo.worker_id = absl::StrCat("demo-", i);
-    wo.child_argv = {SelfExe(), "__run-task", "--threads", "1"};
+    wo.child_argv = {SelfExePath(), "__run-task", "--threads", "1"};
     wo.long_poll = absl::Seconds(1);
     auto w = worker::Worker::Create(wo);
     if (w.ok()) local.push_back(std::move(*w));
@@ -841,16 +846,7 @@ int TriageVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   } else {
     text = LogTriageMarkdown(resp);
   }
-  if (out_path == "-") {
-    out << text;
-  } else {
-    std::ofstream o(out_path);
-    o << text;
-    if (!o) {
-      err << "mxval triage: cannot write '" << out_path << "'\n";
-      return kInternal;
-    }
-  }
+  if (int rc = WriteOutput("triage", out_path, text, out, err); rc != kOk) return rc;
   return LogTriageExitCode(resp, gate) == 0 ? kOk : kFailed;
 }
 

@@ -493,6 +493,12 @@ std::string SignatureKind(const std::string& sig) {
 void Coordinator::RecordTriage(const std::string& task_id) {
   auto t = scheduler_->GetTask(task_id);
   if (!t.ok() || t->state != TaskState::kDone) return;
+  // The common case on the report path: one clean attempt that passed is
+  // PASS with no signature; classify (parse spec and results) only otherwise.
+  if (t->attempts.size() == 1 && t->first_result.empty() && !TaskFailed(*t)) {
+    options_.metrics->TriageDecision("PASS", "none");
+    return;
+  }
   auto job = scheduler_->GetJob(t->job_id);
   if (!job.ok()) return;
   v1::JobSpec spec;
