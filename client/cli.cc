@@ -380,13 +380,23 @@ const std::map<std::string, Verb>& Verbs() {
       {"drain", {"drain or undrain a worker", [](const std::vector<std::string>& a, std::ostream& o, std::ostream& e) {
                    return AdminVerb("drain", a, o, e);
                  }}},
+      {"register-library", {"register an external kernel library with its digest (admin)",
+                            [](const std::vector<std::string>& a, std::ostream& o, std::ostream& e) {
+                              return AdminVerb("register-library", a, o, e);
+                            }}},
+      {"unregister-library", {"remove a kernel library registration (admin)",
+                              [](const std::vector<std::string>& a, std::ostream& o, std::ostream& e) {
+                                return AdminVerb("unregister-library", a, o, e);
+                              }}},
+      {"libraries", {"list registered kernel libraries", [](const std::vector<std::string>& a, std::ostream& o,
+                                                            std::ostream& e) { return AdminVerb("libraries", a, o, e); }}},
   };
   return *verbs;
 }
 
 std::string TopUsage() {
   std::string s = "usage: mxval <verb> [flags]   (mxval <verb> --help for its flags)\n\nverbs:\n";
-  for (const auto& [name, v] : Verbs()) absl::StrAppend(&s, "  ", name, std::string(12 - name.size(), ' '), v.summary, "\n");
+  for (const auto& [name, v] : Verbs()) absl::StrAppend(&s, "  ", name, std::string(name.size() < 20 ? 20 - name.size() : 1, ' '), v.summary, "\n");
   absl::StrAppend(&s, "\nexit codes: 0 ok, 1 validation failed, 2 bad usage or input, 3 internal error\n");
   return s;
 }

@@ -14,6 +14,8 @@
 #include "absl/strings/str_format.h"
 #include "client/flags.h"
 #include "client/report.h"
+#include "common/digest.h"
+#include "kernels/abi/kernel_library.h"
 #include "service/auth/auth.h"
 #include <filesystem>
 #include "absl/strings/ascii.h"
@@ -180,9 +182,11 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   f.String("tls-cert", &tls_cert, "TLS certificate (PEM) for the gRPC listener");
   f.String("tls-key", &tls_key, "its private key (PEM)");
   f.String("tls-client-ca", &tls_client_ca, "CA that signs worker client certificates (mutual TLS for workers)");
-  int64_t max_inflight = 0, submit_rate = 0;
+  int64_t max_inflight = 0, submit_rate = 0, rpc_rate = 0;
   f.Int("max-inflight-jobs-per-client", &max_inflight, "jobs a client may have queued or running (0: unlimited)");
   f.Int("submit-rate-per-minute", &submit_rate, "job submissions per client per minute (0: unlimited)");
+  f.Int("rpc-rate-per-second", &rpc_rate,
+        "other client calls (get, watch, list, cancel, triage, admin) per client per second (0: unlimited)");
   f.String("auth-config", &auth_config_path, "tokens (SHA-256) with roles, allowed worker names (.yaml/.json); needs TLS");
   f.String("http-listen", &http_listen, "serve the read-only web page at http://ADDR/ (e.g. 127.0.0.1:8080; port 0 picks one)");
   f.String("triage-rules", &rules_path, "log triage rule file (.yaml/.json; default: built-in rules)");
@@ -246,11 +250,19 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   coordinator::CoordinatorOptions co;
   co.lease_duration = so.lease_duration;
   co.log_rules = rules.get();
-  if (max_inflight < 0 || submit_rate < 0) {
-    return Usage(err, "serve", "--max-inflight-jobs-per-client and --submit-rate-per-minute must be >= 0");
+  if (max_inflight < 0 || submit_rate < 0 || rpc_rate < 0) {
+    return Usage(err, "serve",
+                 "--max-inflight-jobs-per-client, --submit-rate-per-minute and --rpc-rate-per-second must be >= 0");
   }
   co.max_inflight_jobs_per_client = static_cast<int>(max_inflight);
   co.submit_rate_per_minute = static_cast<double>(submit_rate);
+  co.rpc_rate_per_second = static_cast<double>(rpc_rate);
+  auto libraries = coordinator::LibraryRegistry::Create(store->get());  // admin registrations survive restarts
+  if (!libraries.ok()) {
+    err << "mxval serve: " << libraries.status().message() << "\n";
+    return kInternal;
+  }
+  co.libraries = libraries->get();
   co.ownership = ownership.get();
   auto registry = std::make_shared<prometheus::Registry>();
   coordinator::CoordinatorMetrics metrics(*registry);
@@ -604,7 +616,12 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
                   : verb == "cancel"  ? "Cancels a job's unfinished tasks."
                   : verb == "jobs"    ? "Lists jobs, newest first."
                   : verb == "workers" ? "Lists workers with their state and devices."
-                                      : "Drains a worker (no new tasks) or undrains it.");
+                  : verb == "register-library"
+                      ? "Registers an external kernel library (admin only): jobs may then name it, and workers load\n"
+                        "lib<name>.so from their --kernel-dir only if its SHA-256 is the one registered here."
+                  : verb == "unregister-library" ? "Removes a kernel library registration (admin only)."
+                  : verb == "libraries"          ? "Lists registered kernel libraries."
+                                                 : "Drains a worker (no new tasks) or undrains it.");
   f.String("coordinator", &coordinator, "coordinator address host:port");
   if (verb == "watch" || verb == "cancel") f.String("job", &job_id, "job id", true);
   if (verb == "drain") {
@@ -612,8 +629,36 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
     f.Bool("undrain", &undrain, "take the worker back into service");
   }
   if (verb == "jobs") f.Int("limit", &limit, "jobs to list (1..500)");
-  if (verb == "jobs" || verb == "workers") f.Bool("json", &json, "print JSON");
+  std::string lib_file, lib_name, lib_build;
+  if (verb == "register-library") {
+    f.String("file", &lib_file, "the library to register, lib<name>.so (its SHA-256 is computed here)", true);
+    f.String("name", &lib_name, "library name (default: from the file name lib<name>.so)");
+    f.String("build-id", &lib_build, "build id (default: the one the library's table reports)");
+  }
+  if (verb == "unregister-library") f.String("name", &lib_name, "library name", true);
+  if (verb == "jobs" || verb == "workers" || verb == "libraries") f.Bool("json", &json, "print JSON");
   if (int rc = ParseFlags(f, args, verb, out, err); rc >= 0) return rc;
+  v1::KernelLibraryRegistration reg;
+  if (verb == "register-library") {  // everything local is checked before anything is sent
+    const std::string base = lib_file.substr(lib_file.rfind('/') + 1);
+    if (lib_name.empty()) {
+      if (base.size() <= 6 || base.rfind("lib", 0) != 0 || base.substr(base.size() - 3) != ".so") {
+        return Usage(err, verb, absl::StrCat("--file: '", base, "' is not lib<name>.so; pass --name"));
+      }
+      lib_name = base.substr(3, base.size() - 6);
+    }
+    if (absl::Status st = CheckExternalLibraryName(lib_name); !st.ok()) return Usage(err, verb, absl::StrCat("--name: ", st.message()));
+    auto sha = Sha256HexOfFile(lib_file);
+    if (!sha.ok()) return Usage(err, verb, absl::StrCat("--file: ", sha.status().message()));
+    if (lib_build.empty()) {  // read it from the table (this loads the library here, as the admin)
+      auto lib = KernelLibrary::Open(lib_file.find('/') == std::string::npos ? "./" + lib_file : lib_file);
+      if (!lib.ok()) return Usage(err, verb, absl::StrCat("--file: ", lib.status().message(), " (or pass --build-id)"));
+      lib_build = (*lib)->build_id();
+    }
+    reg.set_name(lib_name);
+    reg.set_build_id(lib_build);
+    reg.set_sha256(*sha);
+  }
   auto creds = EnvCredentials();
   if (!creds.ok()) return Usage(err, verb, std::string(creds.status().message()));
   auto channel = ClientChannel(coordinator, *creds);
@@ -698,6 +743,41 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
         absl::StrAppend(&devs, d.index(), ":", d.arch(), d.healthy() ? "" : "(unhealthy)", " ");
       out << absl::StrFormat("%-24s %-24s %7d  %s\n", w.worker_id(), v1::WorkerState_Name(w.state()), w.running_tasks(),
                              devs);
+    }
+    return kOk;
+  }
+  if (verb == "register-library") {
+    v1::RegisterKernelLibraryRequest r;
+    *r.mutable_library() = reg;
+    v1::RegisterKernelLibraryResponse resp;
+    const grpc::Status st = admin->RegisterKernelLibrary(Ctx(absl::Seconds(30)).get(), r, &resp);
+    if (!st.ok()) return GrpcExit(err, verb, st);
+    out << "registered " << resp.library().name() << " build " << resp.library().build_id() << " sha256 "
+        << resp.library().sha256() << "\n";
+    return kOk;
+  }
+  if (verb == "unregister-library") {
+    v1::UnregisterKernelLibraryRequest r;
+    r.set_name(lib_name);
+    v1::UnregisterKernelLibraryResponse resp;
+    const grpc::Status st = admin->UnregisterKernelLibrary(Ctx(absl::Seconds(30)).get(), r, &resp);
+    if (!st.ok()) return GrpcExit(err, verb, st);
+    out << "unregistered " << lib_name << "\n";
+    return kOk;
+  }
+  if (verb == "libraries") {
+    v1::ListKernelLibrariesResponse resp;
+    const grpc::Status st = admin->ListKernelLibraries(Ctx(absl::Seconds(30)).get(), v1::ListKernelLibrariesRequest(), &resp);
+    if (!st.ok()) return GrpcExit(err, verb, st);
+    if (json) {
+      std::string s;
+      (void)google::protobuf::util::MessageToJsonString(resp, &s, jo);
+      out << s << "\n";
+      return kOk;
+    }
+    out << absl::StrFormat("%-28s %-24s %-16s %s\n", "library", "build", "registered by", "sha256");
+    for (const v1::KernelLibraryRegistration& l : resp.libraries()) {
+      out << absl::StrFormat("%-28s %-24s %-16s %s\n", l.name(), l.build_id(), l.registered_by(), l.sha256());
     }
     return kOk;
   }

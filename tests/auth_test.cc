@@ -39,6 +39,7 @@ class AuthTest : public ::testing::Test {
     o.authorizer = authorizer_.get();
     o.metrics = &metrics_;
     o.max_long_poll = absl::Milliseconds(100);
+    o.rpc_rate_per_second = rpc_rate_;
     coord_ = std::make_unique<Coordinator>(&clock_, &scheduler_, o);
     auto creds = auth::ServerCredentials({dir_ + "/server.crt", dir_ + "/server.key", dir_ + "/ca.crt"},
                                          std::make_shared<auth::TokenProcessor>(cfg));
@@ -92,6 +93,7 @@ class AuthTest : public ::testing::Test {
     return stub->RegisterWorker(Ctx().get(), req, &resp);
   }
 
+  double rpc_rate_ = 0;
   std::string dir_, log_;
   FakeClock clock_;
   coordinator::Scheduler scheduler_{&clock_, coordinator::WithFailurePredicate(coordinator::SchedulerOptions{})};
@@ -187,6 +189,58 @@ TEST(AuthConfig, Validation) {
   EXPECT_EQ(auth::Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_FALSE(auth::ChannelCredentials({"", "", "", "token-without-tls"}).ok());
   EXPECT_EQ(auth::LoadConfig("/nonexistent.yaml").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(AuthTest, OnlyAdminsRegisterKernelLibraries) {
+  v1::RegisterKernelLibraryRequest req;
+  req.mutable_library()->set_name("pr-kernels");
+  req.mutable_library()->set_build_id("b1");
+  req.mutable_library()->set_sha256(auth::Sha256Hex("library bytes"));
+  v1::RegisterKernelLibraryResponse resp;
+  for (const char* token : {"view-secret", "submit-a-secret"}) {
+    EXPECT_EQ(v1::AdminService::NewStub(Channel(token))->RegisterKernelLibrary(Ctx().get(), req, &resp).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED)
+        << token;
+  }
+  // A worker certificate is not an admin either.
+  EXPECT_NE(v1::AdminService::NewStub(Channel("", true))->RegisterKernelLibrary(Ctx().get(), req, &resp).error_code(),
+            grpc::StatusCode::OK);
+  ASSERT_TRUE(v1::AdminService::NewStub(Channel("admin-secret"))->RegisterKernelLibrary(Ctx().get(), req, &resp).ok());
+  EXPECT_EQ(resp.library().registered_by(), "ops");
+  v1::ListKernelLibrariesResponse list;
+  ASSERT_TRUE(v1::AdminService::NewStub(Channel("view-secret"))
+                  ->ListKernelLibraries(Ctx().get(), v1::ListKernelLibrariesRequest(), &list)
+                  .ok());
+  ASSERT_EQ(list.libraries_size(), 1);
+  v1::UnregisterKernelLibraryRequest ur;
+  ur.set_name("pr-kernels");
+  v1::UnregisterKernelLibraryResponse uresp;
+  EXPECT_EQ(v1::AdminService::NewStub(Channel("submit-a-secret"))->UnregisterKernelLibrary(Ctx().get(), ur, &uresp).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(log_.find("RegisterKernelLibrary bot-a"), std::string::npos) << log_;
+}
+
+class AuthRateTest : public AuthTest {
+ protected:
+  AuthRateTest() { rpc_rate_ = 1; }  // burst 10
+};
+
+TEST_F(AuthRateTest, CallRateIsPerPrincipalWithARetryTrailer) {
+  auto a = v1::ValidationService::NewStub(Channel("submit-a-secret"));
+  auto b = v1::ValidationService::NewStub(Channel("submit-b-secret"));
+  v1::ListJobsResponse resp;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(a->ListJobs(Ctx().get(), v1::ListJobsRequest(), &resp).ok()) << i;
+  auto ctx = Ctx();
+  const grpc::Status st = a->ListJobs(ctx.get(), v1::ListJobsRequest(), &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(st.error_message().find("client 'bot-a'"), std::string::npos) << st.error_message();
+  auto trailer = ctx->GetServerTrailingMetadata().find("retry-after-ms");
+  ASSERT_NE(trailer, ctx->GetServerTrailingMetadata().end());
+  EXPECT_EQ(std::string(trailer->second.data(), trailer->second.size()), "1000");
+  // Another principal has its own budget.
+  EXPECT_TRUE(b->ListJobs(Ctx().get(), v1::ListJobsRequest(), &resp).ok());
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(a->ListJobs(Ctx().get(), v1::ListJobsRequest(), &resp).ok());
 }
 
 }  // namespace

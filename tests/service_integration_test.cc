@@ -20,74 +20,18 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "mxval/v1/mxval.grpc.pb.h"
-
-extern char** environ;
+#include "tests/process_util.h"
 
 namespace mxval {
 namespace {
 
-// A child process with stdout redirected to a file.
-struct Proc {
-  pid_t pid = -1;
-  std::string out_path;
-  static Proc Start(std::vector<std::string> argv, const std::string& out_path) {
-    Proc p;
-    p.out_path = out_path;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, (out_path + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&p.pid, args[0], &fa, nullptr, args.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    return p;
-  }
-  void Kill(int sig) {
-    if (pid > 0) kill(pid, sig);
-  }
-  int Wait() {
-    int status = 0;
-    if (pid > 0) waitpid(pid, &status, 0);
-    pid = -1;
-    return status;
-  }
-};
-
-// A directory of this process's own: concurrent test runs on one machine
-// (two ctest invocations) must never share a database file.
-std::string PrivateDir() {
-  const std::string d = ::testing::TempDir() + "/mxval_integration_" + std::to_string(getpid()) + "_" +
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  mkdir(d.c_str(), 0700);
-  return d;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
-int WaitForPort(const std::string& out_path) {
-  for (int i = 0; i < 600; ++i) {  // bounded: 60 s
-    const std::string s = ReadFile(out_path);
-    const size_t colon = s.rfind(':');
-    int port = 0;
-    if (s.find("listening on") != std::string::npos && colon != std::string::npos &&
-        absl::SimpleAtoi(s.substr(colon + 1, s.find('\n', colon) - colon - 1), &port)) {
-      return port;
-    }
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return 0;
-}
-
-std::unique_ptr<grpc::ClientContext> Ctx() {
-  auto c = std::make_unique<grpc::ClientContext>();
-  c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  return c;
-}
+using testing_util::Cmd;
+using testing_util::CmdResult;
+using testing_util::Ctx;
+using testing_util::PrivateDir;
+using testing_util::Proc;
+using testing_util::ReadFile;
+using testing_util::WaitForPort;
 
 TEST(ServiceIntegration, ThreeHundredTasksSurviveWorkerAndCoordinatorKills) {
   const std::string dir = PrivateDir();
@@ -169,22 +113,6 @@ TEST(ServiceIntegration, ThreeHundredTasksSurviveWorkerAndCoordinatorKills) {
   EXPECT_TRUE(WIFEXITED(coord.Wait()));
 }
 
-struct CmdResult {
-  int code;
-  std::string out;
-};
-
-CmdResult Cmd(const std::string& cmd) {
-  CmdResult r{-1, ""};
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 TEST(ServiceIntegration, CliVerbsAgainstAnEmbeddedServer) {
   const std::string dir = PrivateDir();
   const std::string db = dir + "/mxval_cli.db";
@@ -218,6 +146,51 @@ TEST(ServiceIntegration, CliVerbsAgainstAnEmbeddedServer) {
   serve.Kill(SIGTERM);
   const int status = serve.Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(serve.out_path + ".err");
+}
+
+// An external kernel library end to end with the CLI: an admin registers it
+// (digest computed by `mxval register-library`), a job names it, the worker
+// loads it from its --kernel-dir; after the file is swapped for another
+// build, the worker refuses to load it and the candidate is an ERROR.
+TEST(ServiceIntegration, RegisteredLibraryRunsOnlyWithItsDigest) {
+  const std::string dir = PrivateDir();
+  const std::string kernels = dir + "/kernels";
+  mkdir(kernels.c_str(), 0700);
+  ASSERT_EQ(std::system(("cp " MXVAL_PLUGIN_DIR "/libexample_plugin.so " + kernels + "/").c_str()), 0);
+  const std::string db = dir + "/mxval_libs.db";
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
+  Proc serve = Proc::Start({MXVAL_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--workers", "1", "--kernel-dir",
+                            kernels},
+                           dir + "/serve.out");
+  const int port = WaitForPort(serve.out_path);
+  ASSERT_GT(port, 0) << ReadFile(serve.out_path + ".err");
+  const std::string bin = MXVAL_BIN;
+  const std::string c = absl::StrCat(" --coordinator 127.0.0.1:", port);
+  std::ofstream(dir + "/job.json") << R"({"name": "lib-e2e", "presets": ["dsv3-tp8"], "mValues": [1, 3], "repetitions": 1,
+      "candidateKernel": {"library": "example_plugin", "kernel": "example_naive", "buildId": "example-1"}})";
+  // Not registered yet: refused naming the field.
+  CmdResult r = Cmd(bin + " submit" + c + " --spec " + dir + "/job.json");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("spec.candidate_kernel.library"), std::string::npos) << r.out;
+  r = Cmd(bin + " register-library" + c + " --file " + kernels + "/libexample_plugin.so");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("registered example_plugin build example-1 sha256 "), std::string::npos) << r.out;
+  r = Cmd(bin + " libraries" + c);
+  EXPECT_NE(r.out.find("example_plugin"), std::string::npos) << r.out;
+  r = Cmd(bin + " register-library" + c + " --file " + dir + "/nonexistent/libx.so");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = Cmd(bin + " submit" + c + " --spec " + dir + "/job.json --request-id lib-1 --wait --format json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  // Swap the file for another build (new inode, as an install would): refused by the worker.
+  ASSERT_EQ(std::system(("cp " MXVAL_PLUGIN_DIR "/libexample_plugin_wrong.so " + kernels + "/new.so && mv " + kernels +
+                         "/new.so " + kernels + "/libexample_plugin.so")
+                            .c_str()),
+            0);
+  r = Cmd(bin + " submit" + c + " --spec " + dir + "/job.json --request-id lib-2 --wait --format json");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("refusing to load it"), std::string::npos) << r.out;
+  serve.Kill(SIGTERM);
+  serve.Wait();
 }
 
 }  // namespace

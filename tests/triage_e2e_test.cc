@@ -2,6 +2,8 @@
 // tasks in child processes, and kernel plugins broken in known ways. Each
 // job's tasks must land in the class an engineer would give them, with the
 // evidence, and none may be misclassified.
+#include "absl/strings/str_cat.h"
+#include "common/digest.h"
 #include <cstdlib>
 #include <map>
 #include <thread>
@@ -26,10 +28,19 @@ class TriageE2E : public ::testing::Test {
     setenv("MXVAL_EXAMPLE_MARKER_DIR", marker_dir_.c_str(), 1);  // inherited by task children
     CoordinatorOptions o;
     o.max_long_poll = absl::Milliseconds(300);
-    for (const char* lib : {"example_plugin", "example_plugin_buggy", "example_plugin_wrong",
-                            "example_plugin_crash_once", "example_plugin_flaky_once"}) {
-      o.planner.known_libraries.insert(lib);
+    // Registered as an admin would (name, build, digest of the file the workers load).
+    libraries_ = std::move(*coordinator::LibraryRegistry::Create(nullptr));
+    for (auto [lib, build] : {std::pair{"example_plugin", "example-1"}, {"example_plugin_buggy", "example-buggy-1"},
+                              {"example_plugin_wrong", "example-wrong-1"},
+                              {"example_plugin_crash_once", "example-crash-once-1"},
+                              {"example_plugin_flaky_once", "example-flaky-once-1"}}) {
+      v1::KernelLibraryRegistration reg;
+      reg.set_name(lib);
+      reg.set_build_id(build);
+      reg.set_sha256(*Sha256HexOfFile(absl::StrCat(MXVAL_PLUGIN_DIR, "/lib", lib, ".so")));
+      ASSERT_TRUE(libraries_->Register(reg, "test-admin", absl::Now()).ok());
     }
+    o.libraries = libraries_.get();
     coordinator_ = std::make_unique<Coordinator>(RealClock::Get(), &scheduler_, o);
     server_ = coordinator::StartServer("127.0.0.1:0", coordinator_.get(), &port_);
     ASSERT_NE(server_, nullptr);
@@ -94,6 +105,7 @@ class TriageE2E : public ::testing::Test {
 
   Scheduler scheduler_{RealClock::Get(),
                        coordinator::WithFailurePredicate(coordinator::MakeSchedulerOptions(absl::Seconds(30), 3, 10000))};
+  std::unique_ptr<coordinator::LibraryRegistry> libraries_;  // outlives the coordinator
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

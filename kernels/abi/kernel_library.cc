@@ -1,11 +1,19 @@
 #include "kernels/abi/kernel_library.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/digest.h"
 
 namespace mxval {
 
@@ -25,6 +33,81 @@ absl::StatusOr<std::unique_ptr<KernelLibrary>> KernelLibrary::Open(const std::st
   if (absl::Status st = lib->Adopt(get()); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat("'", path, "': ", st.message()));
   }
+  return lib;
+}
+
+absl::Status CheckExternalLibraryName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return absl::InvalidArgumentError("library name: must be 1 to 64 bytes");
+  if (name[0] == '.') return absl::InvalidArgumentError("library name: must not start with '.'");
+  if (name.rfind("mxval-builtin-", 0) == 0) {
+    return absl::InvalidArgumentError("library name: 'mxval-builtin-*' names the built-in libraries");
+  }
+  for (char ch : name) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+                    ch == '-' || ch == '.';
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("library name: '", name, "' has characters outside [A-Za-z0-9_.-]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<KernelLibrary>> KernelLibrary::OpenVerified(const std::string& dir,
+                                                                           const std::string& name,
+                                                                           const std::string& sha256) {
+  if (absl::Status st = CheckExternalLibraryName(name); !st.ok()) return st;
+  if (!IsSha256Hex(sha256)) {
+    return absl::InvalidArgumentError(absl::StrCat("library '", name, "': the task carries no valid SHA-256 digest ('",
+                                                   sha256.substr(0, 80), "'); only registered libraries run"));
+  }
+  if (dir.empty()) {
+    return absl::NotFoundError(absl::StrCat("library '", name, "': this worker has no --kernel-dir"));
+  }
+  char real_dir[PATH_MAX];
+  if (realpath(dir.c_str(), real_dir) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("kernel directory '", dir, "': ", strerror(errno)));
+  }
+  const std::string path = absl::StrCat(real_dir, "/lib", name, ".so");
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open kernel library '", path, "': ", strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::PermissionDeniedError(absl::StrCat("kernel library '", path, "' is not a regular file"));
+  }
+  const std::string fd_path = absl::StrCat("/proc/self/fd/", fd);
+  char target[PATH_MAX];
+  const ssize_t n = readlink(fd_path.c_str(), target, sizeof(target) - 1);
+  if (n <= 0) return absl::PermissionDeniedError(absl::StrCat("cannot resolve '", path, "': ", strerror(errno)));
+  target[n] = '\0';
+  const std::string prefix = absl::StrCat(real_dir, real_dir[1] == '\0' ? "" : "/");
+  if (std::string(target).rfind(prefix, 0) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("kernel library '", path, "' resolves to '", target,
+                                                    "', outside the kernel directory '", real_dir, "'"));
+  }
+  auto digest = Sha256HexOfFd(fd);
+  if (!digest.ok()) return digest.status();
+  if (*digest != sha256) {
+    return absl::PermissionDeniedError(absl::StrCat("kernel library '", path, "' has SHA-256 ", *digest,
+                                                    ", the job registered ", sha256, "; refusing to load it"));
+  }
+  // The loader matches already-loaded objects by name first, and an earlier
+  // library may have been loaded as this same /proc/self/fd/N (that
+  // descriptor since closed and the number reused): pick a descriptor number
+  // whose name is not taken, holding the taken ones open meanwhile.
+  std::vector<int> dups;
+  int load_fd = fd;
+  for (void* h; (h = dlopen(absl::StrCat("/proc/self/fd/", load_fd).c_str(), RTLD_NOW | RTLD_NOLOAD)) != nullptr;) {
+    dlclose(h);
+    load_fd = dups.size() < 256 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (load_fd < 0) break;
+    dups.push_back(load_fd);
+  }
+  auto lib = load_fd < 0 ? absl::StatusOr<std::unique_ptr<KernelLibrary>>(absl::ResourceExhaustedError("out of descriptors"))
+                         : Open(absl::StrCat("/proc/self/fd/", load_fd));
+  for (int d : dups) close(d);
+  if (!lib.ok()) return absl::Status(lib.status().code(), absl::StrCat(path, ": ", lib.status().message()));
   return lib;
 }
 

@@ -20,6 +20,15 @@ class KernelLibrary {
   // mxval_get_kernel_library symbol is missing; FAILED_PRECONDITION if its
   // ABI version differs; INVALID_ARGUMENT if the table is malformed.
   static absl::StatusOr<std::unique_ptr<KernelLibrary>> Open(const std::string& path);
+  // Loads the external library `name` the way a worker must: only
+  // <dir>/lib<name>.so (after symlinks, still inside `dir`), and only if the
+  // file's SHA-256 equals `sha256`. The file is opened once, hashed through
+  // that descriptor and loaded from it (/proc/self/fd/N), so the bytes
+  // checked are the bytes loaded. INVALID_ARGUMENT for a bad name or digest;
+  // NOT_FOUND if the file is missing; PERMISSION_DENIED if it resolves outside
+  // `dir` or its digest differs (both digests in the message); plus Open()'s codes.
+  static absl::StatusOr<std::unique_ptr<KernelLibrary>> OpenVerified(const std::string& dir, const std::string& name,
+                                                                     const std::string& sha256);
   // Wraps a table linked into this binary (built-in kernels). Same checks.
   static absl::StatusOr<std::unique_ptr<KernelLibrary>> FromTable(const mxval_kernel_library* table);
   ~KernelLibrary();
@@ -37,6 +46,10 @@ class KernelLibrary {
   std::string name_, build_id_;
   std::vector<const mxval_kernel*> kernels_;
 };
+
+// External library names: [A-Za-z0-9_.-], 1..64 bytes, not starting with
+// '.', not "mxval-builtin-*". INVALID_ARGUMENT saying which rule failed.
+absl::Status CheckExternalLibraryName(const std::string& name);
 
 mxval_tile_config ToAbi(const TileConfig& c);
 TileConfig FromAbi(const mxval_tile_config& c);

@@ -48,18 +48,6 @@ const char* RoleName(v1::Role r) {
 
 }  // namespace
 
-std::string Sha256Hex(const std::string& data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
-}
 
 absl::Status ValidateConfig(const v1::AuthConfig& c) {
   std::set<std::string> names;
@@ -68,9 +56,7 @@ absl::Status ValidateConfig(const v1::AuthConfig& c) {
     const std::string f = absl::StrCat("tokens[", i, "]");
     if (t.name().empty()) return absl::InvalidArgumentError(f + ".name: empty");
     if (!names.insert(t.name()).second) return absl::InvalidArgumentError(f + ".name: '" + t.name() + "' used twice");
-    bool hex = t.sha256().size() == 64;
-    for (char ch : t.sha256()) hex &= (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
-    if (!hex) return absl::InvalidArgumentError(f + ".sha256: not 64 lowercase hex digits (printf %s TOKEN | sha256sum)");
+    if (!IsSha256Hex(t.sha256())) return absl::InvalidArgumentError(f + ".sha256: not 64 lowercase hex digits (printf %s TOKEN | sha256sum)");
     if (t.role() == v1::ROLE_UNSPECIFIED) return absl::InvalidArgumentError(f + ".role: missing");
   }
   return absl::OkStatus();

@@ -23,12 +23,13 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/auth_metadata_processor.h"
+#include "common/digest.h"
 #include "mxval/v1/mxval.pb.h"
 
 namespace mxval {
 namespace auth {
 
-std::string Sha256Hex(const std::string& data);
+using ::mxval::Sha256Hex;  // common/digest.h
 
 // INVALID_ARGUMENT naming tokens[i].field for a bad digest, an empty or
 // duplicate name, or a missing role.

@@ -13,7 +13,7 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
                           .Add({})),
       jobs_rejected_(prometheus::BuildCounter()
                          .Name("mxval_coordinator_jobs_rejected_total")
-                         .Help("SubmitJob calls refused, by reason (invalid, exhausted, unavailable).")
+                         .Help("SubmitJob calls refused, by reason (invalid, exhausted, unavailable, client_limit).")
                          .Register(r)),
       tasks_reported_(prometheus::BuildCounter()
                           .Name("mxval_coordinator_tasks_reported_total")
@@ -59,7 +59,11 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
       auth_denied_(prometheus::BuildCounter()
                        .Name("mxval_coordinator_auth_denied_total")
                        .Help("Calls refused by authentication or authorization, by reason.")
-                       .Register(r)) {}
+                       .Register(r)),
+      calls_limited_(prometheus::BuildCounter()
+                         .Name("mxval_coordinator_calls_limited_total")
+                         .Help("Client calls refused by the per-client call rate, by method.")
+                         .Register(r)) {}
 
 void CoordinatorMetrics::TaskReported(const std::string& outcome, double run_seconds) {
   tasks_reported_.Add({{"outcome", outcome}}).Increment();

@@ -32,6 +32,8 @@ class CoordinatorMetrics {
     triage_.Add({{"class", triage_class}, {"signature", signature}}).Increment();
   }
   void VerifyRerun() { reruns_.Increment(); }
+  // A client call refused by the per-client call rate (method: a fixed RPC name).
+  void CallLimited(const std::string& method) { calls_limited_.Add({{"method", method}}).Increment(); }
   // A call refused by authentication or authorization (bounded reasons).
   void AuthDenied(const std::string& reason) { auth_denied_.Add({{"reason", reason}}).Increment(); }
   // The class after the verification re-run differs from the first run's.
@@ -56,6 +58,7 @@ class CoordinatorMetrics {
   prometheus::Counter& reruns_;
   prometheus::Family<prometheus::Counter>& triage_changed_;
   prometheus::Family<prometheus::Counter>& auth_denied_;
+  prometheus::Family<prometheus::Counter>& calls_limited_;
   double last_expiries_ = 0, last_retries_ = 0;
   std::set<std::pair<std::string, std::string>> seen_workers_;
 };

@@ -73,6 +73,11 @@ Coordinator::Coordinator(const Clock* clock, Scheduler* scheduler, CoordinatorOp
     own_rules_ = std::move(*triage::LogClassifier::Create(triage::DefaultLogRules()));
     rules_ = own_rules_.get();
   }
+  libraries_ = options_.libraries;
+  if (libraries_ == nullptr) {
+    own_libraries_ = std::move(*LibraryRegistry::Create(nullptr));
+    libraries_ = own_libraries_.get();
+  }
   ownership_ = options_.ownership;
   if (ownership_ == nullptr) {
     own_ownership_ = std::move(*triage::Ownership::Create(triage::DefaultOwnership()));
@@ -143,10 +148,25 @@ absl::StatusOr<v1::Job> Coordinator::BuildJob(const std::string& job_id, bool in
   return job;
 }
 
-absl::StatusOr<auth::Caller> Coordinator::Authorize(const grpc::ServerContext* ctx, v1::Role role,
-                                                    const char* method) const {
-  if (options_.authorizer == nullptr) return auth::Caller{"anonymous", v1::ROLE_ADMIN};
-  return options_.authorizer->Check(ctx, role, method);
+absl::StatusOr<auth::Caller> Coordinator::Authorize(grpc::ServerContext* ctx, v1::Role role, const char* method,
+                                                    bool rate_limited) {
+  auto caller = options_.authorizer == nullptr ? absl::StatusOr<auth::Caller>(auth::Caller{"anonymous", v1::ROLE_ADMIN})
+                                               : options_.authorizer->Check(ctx, role, method);
+  if (!caller.ok() || !rate_limited || options_.rpc_rate_per_second <= 0) return caller;
+  absl::Duration wait;
+  bool ok;
+  {
+    absl::MutexLock l(&quota_mu_);
+    ClientQuota& q = quotas_[caller->principal];
+    if (!q.calls) q.calls.emplace(options_.rpc_rate_per_second, std::max(10.0, 2 * options_.rpc_rate_per_second));
+    ok = q.calls->TryTake(clock_->Now(), &wait);
+  }
+  if (ok) return caller;
+  if (options_.metrics) options_.metrics->CallLimited(method);
+  if (ctx) ctx->AddTrailingMetadata("retry-after-ms", absl::StrCat(absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1)))));
+  return absl::ResourceExhaustedError(absl::StrCat(method, ": client '", caller->principal, "' is over ",
+                                                   options_.rpc_rate_per_second, " calls per second; retry in ",
+                                                   absl::FormatDuration(absl::Ceil(wait, absl::Milliseconds(1)))));
 }
 
 absl::Status Coordinator::AuthorizeWorker(const grpc::ServerContext* ctx, const std::string& worker_id,
@@ -163,9 +183,11 @@ absl::Status Coordinator::AuthorizeWorker(const grpc::ServerContext* ctx, const 
 
 grpc::Status Coordinator::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                                     v1::SubmitJobResponse* resp) {
-  MXVAL_AUTHORIZE(caller, v1::ROLE_SUBMITTER, "SubmitJob");
+  // SubmitJob has its own limits (CheckSubmitLimits), which never refuse an idempotent retry.
+  auto caller = Authorize(ctx, v1::ROLE_SUBMITTER, "SubmitJob", /*rate_limited=*/false);
+  if (!caller.ok()) return ToGrpc(caller.status());
   if (req->request_id().size() > 256) return ToGrpc(absl::InvalidArgumentError("request_id: longer than 256 bytes"));
-  auto plan = PlanJob(req->spec(), options_.planner);
+  auto plan = PlanJob(req->spec(), options_.planner, libraries_->Snapshot());
   if (!plan.ok()) {
     if (options_.metrics) options_.metrics->JobRejected(absl::IsInvalidArgument(plan.status()) ? "invalid" : "exhausted");
     return ToGrpc(plan.status());
@@ -460,22 +482,12 @@ absl::Status Coordinator::CheckSubmitLimits(const std::string& client, absl::Dur
     }
   }
   if (options_.submit_rate_per_minute > 0) {
-    const double per_second = options_.submit_rate_per_minute / 60.0;
-    const double burst = std::max(1.0, options_.submit_rate_per_minute / 6.0);
-    const absl::Time now = clock_->Now();
-    if (q.tokens < 0) {
-      q.tokens = burst;
-      q.refilled = now;
-    }
-    q.tokens = std::min(burst, q.tokens + absl::ToDoubleSeconds(now - q.refilled) * per_second);
-    q.refilled = now;
-    if (q.tokens < 1.0) {
-      *retry_after = absl::Seconds((1.0 - q.tokens) / per_second);
+    if (!q.submits) q.submits.emplace(options_.submit_rate_per_minute / 60.0, options_.submit_rate_per_minute / 6.0);
+    if (!q.submits->TryTake(clock_->Now(), retry_after)) {
       return absl::ResourceExhaustedError(absl::StrCat("client '", client, "' is over ",
                                                        options_.submit_rate_per_minute, " submissions per minute; retry in ",
                                                        absl::FormatDuration(absl::Ceil(*retry_after, absl::Milliseconds(100)))));
     }
-    q.tokens -= 1.0;
   }
   return absl::OkStatus();
 }
@@ -577,6 +589,28 @@ grpc::Status Coordinator::DrainWorker(grpc::ServerContext* ctx, const v1::DrainW
   it->second.draining = !req->undrain();
   *resp->mutable_worker() = StatusOf(it->first, it->second);
   return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::RegisterKernelLibrary(grpc::ServerContext* ctx, const v1::RegisterKernelLibraryRequest* req,
+                                                v1::RegisterKernelLibraryResponse* resp) {
+  MXVAL_AUTHORIZE(caller, v1::ROLE_ADMIN, "RegisterKernelLibrary");
+  auto r = libraries_->Register(req->library(), caller->principal, clock_->Now());
+  if (!r.ok()) return ToGrpc(r.status());
+  *resp->mutable_library() = std::move(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::ListKernelLibraries(grpc::ServerContext* ctx, const v1::ListKernelLibrariesRequest*,
+                                              v1::ListKernelLibrariesResponse* resp) {
+  MXVAL_AUTHORIZE(caller, v1::ROLE_VIEWER, "ListKernelLibraries");
+  for (auto& [name, r] : libraries_->Snapshot()) *resp->add_libraries() = r;
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::UnregisterKernelLibrary(grpc::ServerContext* ctx, const v1::UnregisterKernelLibraryRequest* req,
+                                                  v1::UnregisterKernelLibraryResponse*) {
+  MXVAL_AUTHORIZE(caller, v1::ROLE_ADMIN, "UnregisterKernelLibrary");
+  return ToGrpc(libraries_->Unregister(req->name()));
 }
 
 std::unique_ptr<grpc::Server> StartServer(const std::string& address, Coordinator* coordinator, int* port,

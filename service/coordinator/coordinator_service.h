@@ -8,6 +8,7 @@
 #define MXVAL_SERVICE_COORDINATOR_COORDINATOR_SERVICE_H_
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/token_bucket.h"
 #include "grpcpp/grpcpp.h"
 #include "mxval/v1/mxval.grpc.pb.h"
 #include "service/auth/auth.h"
@@ -23,6 +25,7 @@
 #include "service/triage/log_triage.h"
 #include "service/triage/ownership.h"
 #include "service/coordinator/job_planner.h"
+#include "service/coordinator/library_registry.h"
 #include "service/coordinator/scheduler.h"
 
 namespace mxval {
@@ -52,6 +55,14 @@ struct CoordinatorOptions {
   // retries (a known request_id) are never refused.
   int max_inflight_jobs_per_client = 0;  // jobs queued or running
   double submit_rate_per_minute = 0;     // token bucket, burst = max(1, rate / 6)
+  // Per-client limit on every other client call (reads, watches, cancels,
+  // triage, admin), token bucket with burst = max(10, 2 * rate); 0 =
+  // unlimited. Worker calls are not limited (workers are few, known by
+  // certificate, and lease at the rate they finish work).
+  double rpc_rate_per_second = 0;
+  // Registered external kernel libraries; null: an in-memory registry owned
+  // by the coordinator (tests, embedded runs without a store).
+  LibraryRegistry* libraries = nullptr;
 };
 
 grpc::Status ToGrpc(const absl::Status& s);
@@ -84,6 +95,12 @@ class Coordinator final : public v1::ValidationService::Service,
   // AdminService
   grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
   grpc::Status DrainWorker(grpc::ServerContext*, const v1::DrainWorkerRequest*, v1::DrainWorkerResponse*) override;
+  grpc::Status RegisterKernelLibrary(grpc::ServerContext*, const v1::RegisterKernelLibraryRequest*,
+                                     v1::RegisterKernelLibraryResponse*) override;
+  grpc::Status ListKernelLibraries(grpc::ServerContext*, const v1::ListKernelLibrariesRequest*,
+                                   v1::ListKernelLibrariesResponse*) override;
+  grpc::Status UnregisterKernelLibrary(grpc::ServerContext*, const v1::UnregisterKernelLibraryRequest*,
+                                       v1::UnregisterKernelLibraryResponse*) override;
 
   // TriageService
   grpc::Status TriageLogs(grpc::ServerContext*, const v1::TriageLogsRequest*, v1::TriageLogsResponse*) override;
@@ -95,7 +112,11 @@ class Coordinator final : public v1::ValidationService::Service,
   absl::StatusOr<v1::Job> BuildJob(const std::string& job_id, bool include_results) const;
 
  private:
-  absl::StatusOr<auth::Caller> Authorize(const grpc::ServerContext* ctx, v1::Role role, const char* method) const;
+  // The caller, if its role suffices and (unless `rate_limited` is false)
+  // it is within rpc_rate_per_second: PERMISSION_DENIED / UNAUTHENTICATED /
+  // RESOURCE_EXHAUSTED (with a `retry-after-ms` trailer) otherwise.
+  absl::StatusOr<auth::Caller> Authorize(grpc::ServerContext* ctx, v1::Role role, const char* method,
+                                         bool rate_limited = true);
   absl::Status AuthorizeWorker(const grpc::ServerContext* ctx, const std::string& worker_id, const char* method) const;
   // State, progress and spec of a job (no results).
   v1::Job JobHead(const JobStatus& status) const;
@@ -122,12 +143,13 @@ class Coordinator final : public v1::ValidationService::Service,
   v1::WorkerStatus StatusOf(const std::string& id, const WorkerEntry& w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct ClientQuota {
-    double tokens = -1;  // < 0: not initialized
-    absl::Time refilled;
+    std::optional<TokenBucket> submits, calls;
     std::vector<std::string> jobs;  // submitted jobs, pruned when final
   };
   absl::Mutex quota_mu_;
   absl::flat_hash_map<std::string, ClientQuota> quotas_ ABSL_GUARDED_BY(quota_mu_);
+  std::unique_ptr<LibraryRegistry> own_libraries_;
+  LibraryRegistry* libraries_ = nullptr;
   std::unique_ptr<triage::LogClassifier> own_rules_;
   std::unique_ptr<triage::Ownership> own_ownership_;
   const triage::LogClassifier* rules_ = nullptr;

@@ -1,6 +1,7 @@
 // One in-process coordinator server on 127.0.0.1:0 and real gRPC clients.
 #include "service/coordinator/coordinator_service.h"
 
+#include <cstdio>
 #include <functional>
 #include <thread>
 
@@ -8,6 +9,9 @@
 #include <set>
 
 #include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+#include "service/coordinator/sqlite_store.h"
 
 namespace mxval::coordinator {
 namespace {
@@ -423,6 +427,142 @@ TEST(SubmitLimits, RatePerClientWithRetryHint) {
   EXPECT_NE(st.error_message().find("retry in 10s"), std::string::npos) << st.error_message();
   clock.Advance(absl::Seconds(10));
   EXPECT_TRUE(c.SubmitJob(&c3, &r2, &r).ok());
+}
+
+TEST(CallLimits, OtherClientCallsPerClientWithRetryHintWorkersUnlimited) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, WithFailurePredicate(SchedulerOptions{}));
+  prometheus::Registry registry;
+  CoordinatorMetrics metrics(registry);
+  CoordinatorOptions o;
+  o.rpc_rate_per_second = 2;  // burst max(10, 4) = 10
+  o.metrics = &metrics;
+  Coordinator c(&clock, &scheduler, o);
+  v1::SubmitJobResponse sub;
+  grpc::ServerContext sctx;
+  const v1::SubmitJobRequest sr = LimitJob("a");
+  ASSERT_TRUE(c.SubmitJob(&sctx, &sr, &sub).ok());  // SubmitJob has its own limits, not this one
+  v1::GetJobRequest g;
+  g.set_job_id(sub.job().job_id());
+  v1::Job job;
+  for (int i = 0; i < 10; ++i) {
+    grpc::ServerContext ctx;
+    ASSERT_TRUE(c.GetJob(&ctx, &g, &job).ok()) << i;
+  }
+  grpc::ServerContext over;
+  const grpc::Status st = c.GetJob(&over, &g, &job);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(st.error_message().find("GetJob: client 'anonymous' is over 2 calls per second; retry in 500ms"),
+            std::string::npos)
+      << st.error_message();
+  // Any client call counts against the same bucket; workers are not limited.
+  grpc::ServerContext lctx;
+  v1::ListJobsRequest lr;
+  v1::ListJobsResponse lresp;
+  EXPECT_EQ(c.ListJobs(&lctx, &lr, &lresp).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  for (int i = 0; i < 20; ++i) {
+    grpc::ServerContext wctx;
+    v1::RegisterWorkerRequest wr;
+    wr.set_worker_id("w1");
+    wr.mutable_capabilities()->add_devices()->set_arch("cpu");
+    v1::RegisterWorkerResponse wresp;
+    ASSERT_TRUE(c.RegisterWorker(&wctx, &wr, &wresp).ok()) << i;
+  }
+  clock.Advance(absl::Milliseconds(500));
+  grpc::ServerContext later;
+  EXPECT_TRUE(c.GetJob(&later, &g, &job).ok());
+  // Refusals are counted by method.
+  const std::string text = prometheus::TextSerializer().Serialize(registry.Collect());
+  EXPECT_NE(text.find("mxval_coordinator_calls_limited_total{method=\"GetJob\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("mxval_coordinator_calls_limited_total{method=\"ListJobs\"} 1"), std::string::npos);
+}
+
+TEST(KernelLibraries, AdminRegistersJobsNameThemTasksCarryTheDigestAndRegistrationsPersist) {
+  const std::string db = ::testing::TempDir() + "/mxval_libraries_" + std::to_string(getpid()) + ".db";
+  std::remove(db.c_str());
+  const std::string sha(64, 'c');
+  FakeClock clock;
+  {
+    auto store = SqliteStore::Open(db);
+    ASSERT_TRUE(store.ok());
+    auto libs = LibraryRegistry::Create(store->get());
+    ASSERT_TRUE(libs.ok());
+    auto scheduler = Scheduler::Create(&clock, WithFailurePredicate(SchedulerOptions{}), store->get());
+    ASSERT_TRUE(scheduler.ok());
+    CoordinatorOptions o;
+    o.libraries = libs->get();
+    Coordinator c(&clock, scheduler->get(), o);
+    // Bad registrations name the field and change nothing.
+    for (auto [name, build, digest, field] :
+         {std::tuple{"../x", "b1", sha, "library.name"}, std::tuple{"mxval-builtin-cpu", "b1", sha, "library.name"},
+          std::tuple{"pr-kernels", "", sha, "library.build_id"},
+          std::tuple{"pr-kernels", "b1", std::string("C") + sha.substr(1), "library.sha256"}}) {
+      v1::RegisterKernelLibraryRequest r;
+      r.mutable_library()->set_name(name);
+      r.mutable_library()->set_build_id(build);
+      r.mutable_library()->set_sha256(digest);
+      v1::RegisterKernelLibraryResponse resp;
+      grpc::ServerContext ctx;
+      const grpc::Status st = c.RegisterKernelLibrary(&ctx, &r, &resp);
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << name;
+      EXPECT_EQ(st.error_message().rfind(field, 0), 0u) << st.error_message();
+    }
+    v1::RegisterKernelLibraryRequest r;
+    r.mutable_library()->set_name("pr-kernels");
+    r.mutable_library()->set_build_id("b1");
+    r.mutable_library()->set_sha256(sha);
+    r.mutable_library()->set_registered_by("someone-else");  // set by the coordinator
+    v1::RegisterKernelLibraryResponse resp;
+    grpc::ServerContext ctx;
+    ASSERT_TRUE(c.RegisterKernelLibrary(&ctx, &r, &resp).ok());
+    EXPECT_EQ(resp.library().registered_by(), "anonymous");
+    v1::SubmitJobRequest sr = LimitJob("uses-lib");
+    sr.mutable_spec()->mutable_candidate_kernel()->set_library("pr-kernels");
+    sr.mutable_spec()->mutable_candidate_kernel()->set_build_id("b1");
+    v1::SubmitJobResponse sub;
+    grpc::ServerContext sctx;
+    ASSERT_TRUE(c.SubmitJob(&sctx, &sr, &sub).ok());
+    auto tasks = (*scheduler)->GetTasks(sub.job().job_id());
+    ASSERT_TRUE(tasks.ok());
+    ASSERT_FALSE(tasks->empty());
+    v1::TaskSpec t;
+    ASSERT_TRUE(t.ParseFromString((*tasks)[0].input.payload));
+    EXPECT_EQ(t.candidate_kernel().sha256(), sha);
+  }
+  {  // A restarted coordinator knows the registration; unregistering it refuses new jobs that name it.
+    auto store = SqliteStore::Open(db);
+    ASSERT_TRUE(store.ok());
+    auto libs = LibraryRegistry::Create(store->get());
+    ASSERT_TRUE(libs.ok());
+    Scheduler scheduler(&clock, WithFailurePredicate(SchedulerOptions{}));
+    CoordinatorOptions o;
+    o.libraries = libs->get();
+    Coordinator c(&clock, &scheduler, o);
+    v1::ListKernelLibrariesRequest lr;
+    v1::ListKernelLibrariesResponse list;
+    grpc::ServerContext ctx;
+    ASSERT_TRUE(c.ListKernelLibraries(&ctx, &lr, &list).ok());
+    ASSERT_EQ(list.libraries_size(), 1);
+    EXPECT_EQ(list.libraries(0).sha256(), sha);
+    v1::UnregisterKernelLibraryRequest ur;
+    ur.set_name("pr-kernels");
+    v1::UnregisterKernelLibraryResponse uresp;
+    grpc::ServerContext uctx;
+    ASSERT_TRUE(c.UnregisterKernelLibrary(&uctx, &ur, &uresp).ok());
+    grpc::ServerContext again;
+    EXPECT_EQ(c.UnregisterKernelLibrary(&again, &ur, &uresp).error_code(), grpc::StatusCode::NOT_FOUND);
+    v1::SubmitJobRequest sr = LimitJob("uses-lib-2");
+    sr.mutable_spec()->mutable_candidate_kernel()->set_library("pr-kernels");
+    sr.mutable_spec()->mutable_candidate_kernel()->set_build_id("b1");
+    v1::SubmitJobResponse sub;
+    grpc::ServerContext sctx;
+    const grpc::Status st = c.SubmitJob(&sctx, &sr, &sub);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("spec.candidate_kernel.library"), std::string::npos) << st.error_message();
+  }
+  auto store = SqliteStore::Open(db);
+  EXPECT_TRUE((*LibraryRegistry::Create(store->get()))->Snapshot().empty());
+  std::remove(db.c_str());
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "service/coordinator/job_planner.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -34,7 +36,6 @@ std::string DefaultLibrary(const std::string& arch) {
   return "mxval-builtin-hip";
 }
 
-bool IsBuiltin(const std::string& lib) { return lib.rfind("mxval-builtin-", 0) == 0; }
 
 // FNV-1a, 64-bit: stable across runs and builds (std::hash is not).
 std::string StableHash(const std::string& s) {
@@ -62,15 +63,28 @@ v1::TileConfig ToProto(const TileConfig& c) {
   return p;
 }
 
-absl::Status CheckKernelRef(const v1::KernelRef& k, const std::string& field, const PlannerOptions& o) {
-  if (k.library().empty()) return absl::OkStatus();  // the arch's built-in library
-  if (!o.known_libraries.count(k.library())) {
-    return Bad(field + ".library", absl::StrCat("unknown kernel library '", k.library(), "'"));
+// The kernel reference a task carries: for an external library, registered
+// and at its registered build, with the registered digest stamped in.
+absl::StatusOr<v1::KernelRef> ResolveKernelRef(const v1::KernelRef& k, const std::string& field,
+                                               const PlannerOptions& o, const LibraryMap& libraries) {
+  v1::KernelRef out = k;
+  out.clear_sha256();
+  if (k.library().empty() || o.builtin_libraries.count(k.library())) return out;
+  auto it = libraries.find(k.library());
+  if (it == libraries.end()) {
+    return Bad(field + ".library", absl::StrCat("unknown kernel library '", k.library(),
+                                                "': external libraries must be registered by an admin"
+                                                " (mxval admin register-library)"));
   }
-  if (!IsBuiltin(k.library()) && k.build_id().empty()) {
+  if (k.build_id().empty()) {
     return Bad(field + ".build_id", absl::StrCat("required for external library '", k.library(), "'"));
   }
-  return absl::OkStatus();
+  if (k.build_id() != it->second.build_id()) {
+    return Bad(field + ".build_id", absl::StrCat("'", k.build_id(), "' is not the registered build of '", k.library(),
+                                                 "' ('", it->second.build_id(), "'); an admin registers new builds"));
+  }
+  out.set_sha256(it->second.sha256());
+  return out;
 }
 
 // Estimated host bytes for one task (x f32 + bf16 with guards, weights,
@@ -79,6 +93,24 @@ int64_t TaskBytes(const v1::Shape& s, int64_t M) {
   const double pitch = static_cast<double>(s.k() + (s.strided_x() ? s.x_pitch_extra() : 0));
   const double bytes = s.b() * (M + 3) * pitch * 6.0 + s.b() * s.n() * (s.k() / 2.0 + s.k() / 32.0 + 18) +
                        static_cast<double>(s.b()) * M * s.n() * 14.0;
+  return bytes > 9e18 ? INT64_MAX : static_cast<int64_t>(bytes);
+}
+
+// The largest tensor of a task, in elements: x (with its pitch), w, y.
+int64_t LargestTensor(const v1::Shape& s, int64_t M) {
+  const double pitch = static_cast<double>(s.k() + (s.strided_x() ? s.x_pitch_extra() : 0));
+  const double e = std::max({s.b() * M * pitch, static_cast<double>(s.b()) * s.n() * s.k(),
+                             static_cast<double>(s.b()) * M * s.n()});
+  return e > 9e18 ? INT64_MAX : static_cast<int64_t>(e);
+}
+
+// Estimated device bytes of a GPU task: bf16 x with guards, packed w and
+// scales, bf16 y, and an FP32 split-K workspace of the larger ksplit.
+int64_t DeviceBytes(const v1::Shape& s, int64_t M, int64_t ksplit) {
+  const double pitch = static_cast<double>(s.k() + (s.strided_x() ? s.x_pitch_extra() : 0));
+  const double bytes = s.b() * (M + 3) * pitch * 2.0 + s.b() * s.n() * (s.k() / 2.0 + s.k() / 32.0) +
+                       static_cast<double>(s.b()) * M * s.n() * 2.0 +
+                       (ksplit > 1 ? static_cast<double>(s.b()) * M * s.n() * 4.0 * ksplit : 0.0);
   return bytes > 9e18 ? INT64_MAX : static_cast<int64_t>(bytes);
 }
 
@@ -91,7 +123,7 @@ PlannerOptions PlannerOptions::WithBuiltinTables() {
   return o;
 }
 
-absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o) {
+absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o, const LibraryMap& libraries) {
   // Shapes: explicit ones, then presets.
   std::vector<v1::Shape> shapes;
   for (int i = 0; i < spec.shapes_size(); ++i) {
@@ -173,8 +205,12 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
   }
 
   // Kernels and tables.
-  if (absl::Status st = CheckKernelRef(spec.baseline_kernel(), "spec.baseline_kernel", o); !st.ok()) return st;
-  if (absl::Status st = CheckKernelRef(spec.candidate_kernel(), "spec.candidate_kernel", o); !st.ok()) return st;
+  auto base_ref = ResolveKernelRef(spec.baseline_kernel(), "spec.baseline_kernel", o, libraries);
+  if (!base_ref.ok()) return base_ref.status();
+  auto cand_ref = ResolveKernelRef(spec.has_candidate_kernel() ? spec.candidate_kernel() : spec.baseline_kernel(),
+                                   spec.has_candidate_kernel() ? "spec.candidate_kernel" : "spec.baseline_kernel", o,
+                                   libraries);
+  if (!cand_ref.ok()) return cand_ref.status();
   std::optional<ConfigTable> base_table, cand_table;
   if (!spec.baseline_table().json().empty()) {
     auto t = ConfigTable::FromJsonText(spec.baseline_table().json());
@@ -232,6 +268,11 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
                                   TaskBytes(s, M) >> 20, " MiB per task, over the cap of ", o.max_task_bytes >> 20,
                                   " MiB"));
         }
+        if (LargestTensor(s, M) > o.max_tensor_elements) {
+          return Bad(absl::StrCat("spec.shapes[", si, "] at m_values[", mi, "]"),
+                     absl::StrCat("B=", s.b(), " M=", M, " N=", s.n(), " K=", s.k(), " has a tensor of ",
+                                  LargestTensor(s, M), " elements, over the cap of ", o.max_tensor_elements));
+        }
         PlannedTask t;
         v1::TaskSpec& ts = t.spec;
         *ts.mutable_shape() = s;
@@ -243,13 +284,13 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
         ts.set_repetitions(reps);
         auto be = bt.Lookup(OpName(s.op()), M, s.n(), s.k());
         if (!be.ok()) return Bad("spec.baseline_table", std::string(be.status().message()));
-        v1::KernelRef bk = spec.baseline_kernel();
+        v1::KernelRef bk = *base_ref;
         if (bk.library().empty()) bk.set_library(DefaultLibrary(arch));
         if (bk.kernel().empty()) bk.set_kernel(be->kernel);
         *ts.mutable_baseline_kernel() = bk;
         *ts.mutable_baseline_config() = ToProto(be->config);
         ts.set_baseline_entry(be->name);
-        v1::KernelRef ck = spec.has_candidate_kernel() ? spec.candidate_kernel() : spec.baseline_kernel();
+        v1::KernelRef ck = *cand_ref;
         if (ck.library().empty()) ck.set_library(DefaultLibrary(arch));
         if (spec.has_candidate_override()) {
           if (ck.kernel().empty()) ck.set_kernel(be->kernel);
@@ -263,12 +304,22 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
           ts.set_candidate_entry(ce->name);
         }
         *ts.mutable_candidate_kernel() = ck;
+        if (arch != "cpu") {
+          const int64_t ksplit = std::max(ts.baseline_config().ksplit(), ts.candidate_config().ksplit());
+          if (DeviceBytes(s, M, ksplit) > o.max_device_bytes_per_task) {
+            return Bad(absl::StrCat("spec.shapes[", si, "] at m_values[", mi, "]"),
+                       absl::StrCat("B=", s.b(), " M=", M, " N=", s.n(), " K=", s.k(), " KSPLIT=", ksplit,
+                                    " needs about ", DeviceBytes(s, M, ksplit) >> 20,
+                                    " MiB of device memory per task on ", arch, ", over the cap of ",
+                                    o.max_device_bytes_per_task >> 20, " MiB"));
+          }
+        }
         t.dedup_key = StableHash(absl::StrCat(
             arch, "|", OpName(s.op()), "|", s.b(), "|", M, "|", s.n(), "|", s.k(), "|", s.layout(), "|", s.strided_x(),
             "|", s.x_pitch_extra(), "|", acts, "|", inputs.x_generator(), "|", inputs.w_generator(), "|",
             inputs.w_scale_rule(), "|", inputs.seed(), "|", tol.atol(), "|", tol.rtol(), "|", tol.max_mismatch_fraction(),
-            "|", reps, "|", bk.library(), "/", bk.kernel(), "@", bk.build_id(), "|", ConfigKey(ts.baseline_config()), "|",
-            ck.library(), "/", ck.kernel(), "@", ck.build_id(), "|", ConfigKey(ts.candidate_config())));
+            "|", reps, "|", bk.library(), "/", bk.kernel(), "@", bk.build_id(), "#", bk.sha256(), "|", ConfigKey(ts.baseline_config()), "|",
+            ck.library(), "/", ck.kernel(), "@", ck.build_id(), "#", ck.sha256(), "|", ConfigKey(ts.candidate_config())));
         plan.tasks.push_back(std::move(t));
       }
     }

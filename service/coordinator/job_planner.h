@@ -27,10 +27,17 @@ namespace coordinator {
 struct PlannerOptions {
   // Estimated host memory one task may need (inputs, guards, outputs, reference).
   int64_t max_task_bytes = int64_t{16} << 30;
+  // Elements in any one tensor of a task (x with its pitch, w, y): kernels
+  // index with 32-bit offsets in places, so larger tensors are refused.
+  int64_t max_tensor_elements = (int64_t{1} << 31) - 1;
+  // Estimated device memory of one GPU task (x, w, scales, y, the split-K
+  // workspace of the larger config); the timing harness's rotating copies
+  // are bounded separately by the harness.
+  int64_t max_device_bytes_per_task = int64_t{16} << 30;
   int max_tasks_per_job = 100000;
   int max_m = 1 << 20;
-  // Kernel libraries a job may name (built-ins plus admin-registered ones).
-  std::set<std::string> known_libraries = {"mxval-builtin-cpu", "mxval-builtin-cuda", "mxval-builtin-hip"};
+  // Built-in kernel libraries a job may name; external ones must be registered (LibraryMap).
+  std::set<std::string> builtin_libraries = {"mxval-builtin-cpu", "mxval-builtin-cuda", "mxval-builtin-hip"};
   std::set<std::string> known_archs = {"cpu", "sm_90a", "gfx90a", "gfx940", "gfx942", "gfx950"};
   // Built-in dispatch table JSON per arch (used when the job gives none).
   std::map<std::string, std::string> default_tables;
@@ -48,9 +55,15 @@ struct JobPlan {
   std::optional<absl::Duration> deadline;
 };
 
-// INVALID_ARGUMENT (field named) for a bad spec; RESOURCE_EXHAUSTED if the job
-// expands past max_tasks_per_job.
-absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& options);
+// Admin-registered external kernel libraries by name (LibraryRegistry).
+using LibraryMap = std::map<std::string, v1::KernelLibraryRegistration>;
+
+// INVALID_ARGUMENT (field named) for a bad spec, an unregistered external
+// library or a build_id other than the registered one; RESOURCE_EXHAUSTED if
+// the job expands past max_tasks_per_job. Tasks naming an external library
+// carry its registered SHA-256 (KernelRef.sha256; a client's value is ignored).
+absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& options,
+                                const LibraryMap& libraries = {});
 
 }  // namespace coordinator
 }  // namespace mxval

@@ -86,24 +86,89 @@ TEST(JobPlanner, DedupKeysAreStableAndDistinguishWork) {
   EXPECT_EQ(PlanJob(s, o)->tasks[0].dedup_key, a->tasks[0].dedup_key);
 }
 
+LibraryMap Registered(const std::string& name, const std::string& build, const std::string& sha) {
+  v1::KernelLibraryRegistration r;
+  r.set_name(name);
+  r.set_build_id(build);
+  r.set_sha256(sha);
+  return {{name, r}};
+}
+
 TEST(JobPlanner, MultipleArchsAndExternalLibraries) {
-  PlannerOptions o = PlannerOptions::WithBuiltinTables();
-  o.known_libraries.insert("pr-1234-kernels");
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  const std::string sha(64, 'a');
+  const LibraryMap libs = Registered("pr-1234-kernels", "abc123", sha);
   v1::JobSpec s = GoodSpec();
   s.add_target_archs("cpu");
   s.add_target_archs("sm_90a");
   s.mutable_candidate_kernel()->set_library("pr-1234-kernels");
   s.mutable_candidate_kernel()->set_build_id("abc123");
-  auto plan = PlanJob(s, o);
+  s.mutable_candidate_kernel()->set_sha256(std::string(64, 'f'));  // a client's digest is ignored
+  auto plan = PlanJob(s, o, libs);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->tasks.size(), 12u);
   EXPECT_EQ(plan->tasks[6].spec.arch(), "sm_90a");
   EXPECT_EQ(plan->tasks[6].spec.baseline_kernel().library(), "mxval-builtin-cuda");
   EXPECT_EQ(plan->tasks[6].spec.baseline_kernel().kernel(), "a16wfp4_decode");  // the table's small-M bucket
+  EXPECT_EQ(plan->tasks[6].spec.baseline_kernel().sha256(), "");
   EXPECT_EQ(plan->tasks[6].spec.candidate_kernel().library(), "pr-1234-kernels");
+  EXPECT_EQ(plan->tasks[6].spec.candidate_kernel().sha256(), sha);  // the registered digest
+  // A re-registered build with another digest is different work (no result reuse across it).
+  auto again = PlanJob(s, o, Registered("pr-1234-kernels", "abc123", std::string(64, 'b')));
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->tasks[6].dedup_key, plan->tasks[6].dedup_key);
   // gfx942 has no built-in table: the job must bring one.
   s.add_target_archs("gfx942");
-  ExpectInvalid(s, "spec.baseline_table", o);
+  EXPECT_TRUE(absl::IsInvalidArgument(PlanJob(s, o, libs).status()));
+}
+
+TEST(JobPlanner, TensorElementAndDeviceMemoryCapsNameTheShape) {
+  PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  v1::JobSpec s;
+  s.add_m_values(1);
+  s.add_m_values(8192);
+  v1::Shape* sh = s.add_shapes();
+  sh->set_op(v1::OP_KUP);
+  sh->set_b(128);
+  sh->set_n(512);
+  sh->set_k(192);
+  ASSERT_TRUE(PlanJob(s, o).ok());
+  o.max_tensor_elements = int64_t{128} * 8192 * 512 - 1;  // y at M=8192 is one element over
+  auto big = PlanJob(s, o);
+  EXPECT_TRUE(absl::IsInvalidArgument(big.status()));
+  EXPECT_EQ(big.status().message().rfind("spec.shapes[0] at m_values[1]", 0), 0u) << big.status();
+  EXPECT_NE(big.status().message().find("elements, over the cap"), std::string::npos);
+  // Device memory: only GPU archs are checked against it.
+  o = PlannerOptions::WithBuiltinTables();
+  o.max_device_bytes_per_task = 64 << 20;
+  ASSERT_TRUE(PlanJob(s, o).ok());  // cpu
+  s.add_target_archs("sm_90a");
+  auto dev = PlanJob(s, o);
+  EXPECT_TRUE(absl::IsInvalidArgument(dev.status()));
+  EXPECT_NE(dev.status().message().find("of device memory per task on sm_90a"), std::string::npos) << dev.status();
+}
+
+TEST(JobPlanner, ExternalLibrariesMustBeRegisteredAtTheirBuild) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  v1::JobSpec s = GoodSpec();
+  s.mutable_candidate_kernel()->set_library("pr-1234-kernels");
+  s.mutable_candidate_kernel()->set_build_id("abc123");
+  auto unregistered = PlanJob(s, o);
+  EXPECT_TRUE(absl::IsInvalidArgument(unregistered.status()));
+  EXPECT_NE(unregistered.status().message().find("spec.candidate_kernel.library"), std::string::npos);
+  EXPECT_NE(unregistered.status().message().find("registered by an admin"), std::string::npos);
+  auto other_build = PlanJob(s, o, Registered("pr-1234-kernels", "def456", std::string(64, 'a')));
+  EXPECT_TRUE(absl::IsInvalidArgument(other_build.status()));
+  EXPECT_NE(other_build.status().message().find("spec.candidate_kernel.build_id"), std::string::npos);
+  s.mutable_candidate_kernel()->clear_build_id();
+  auto no_build = PlanJob(s, o, Registered("pr-1234-kernels", "abc123", std::string(64, 'a')));
+  EXPECT_NE(no_build.status().message().find("spec.candidate_kernel.build_id"), std::string::npos);
+  // The baseline is checked too, and names its own field.
+  v1::JobSpec b = GoodSpec();
+  b.mutable_baseline_kernel()->set_library("../../etc/evil");
+  b.mutable_baseline_kernel()->set_build_id("x");
+  auto evil = PlanJob(b, o);
+  EXPECT_NE(evil.status().message().find("spec.baseline_kernel.library"), std::string::npos);
 }
 
 TEST(JobPlanner, RejectsBadSpecsNamingTheField) {

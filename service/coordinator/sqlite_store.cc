@@ -117,6 +117,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   // Versioned migrations, applied in order at start-up, each in a transaction.
   static const std::pair<int, const char*> kMigrations[] = {
       {2, "ALTER TABLE tasks ADD COLUMN first_result BLOB NOT NULL DEFAULT x''"},  // triage re-runs
+      {3, "CREATE TABLE libraries (name TEXT PRIMARY KEY, payload BLOB NOT NULL)"},  // admin registrations
   };
   int64_t version = 1;
   {
@@ -293,6 +294,34 @@ absl::StatusOr<StoreSnapshot> SqliteStore::Load() {
     }
   }
   return snap;
+}
+
+absl::Status SqliteStore::PutLibrary(const std::string& name, const std::string& payload) {
+  absl::MutexLock l(&mu_);
+  Stmt st(db_, "INSERT INTO libraries VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE SET payload = ?2");
+  if (!st.ok()) return Err(db_, "prepare library");
+  st.Text(1, name);
+  st.Blob(2, payload);
+  return sqlite3_step(st.get()) == SQLITE_DONE ? absl::OkStatus() : Err(db_, "write library");
+}
+
+absl::Status SqliteStore::DeleteLibrary(const std::string& name) {
+  absl::MutexLock l(&mu_);
+  Stmt st(db_, "DELETE FROM libraries WHERE name = ?1");
+  if (!st.ok()) return Err(db_, "prepare library delete");
+  st.Text(1, name);
+  return sqlite3_step(st.get()) == SQLITE_DONE ? absl::OkStatus() : Err(db_, "delete library");
+}
+
+absl::StatusOr<std::vector<std::string>> SqliteStore::LoadLibraries() {
+  absl::MutexLock l(&mu_);
+  Stmt st(db_, "SELECT payload FROM libraries ORDER BY name");
+  if (!st.ok()) return Err(db_, "prepare libraries");
+  std::vector<std::string> out;
+  int rc;
+  while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) out.push_back(st.ColBlob(0));
+  if (rc != SQLITE_DONE) return Err(db_, "read libraries");
+  return out;
 }
 
 }  // namespace coordinator

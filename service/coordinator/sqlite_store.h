@@ -25,6 +25,9 @@ class SqliteStore : public Store {
   absl::Status UpdateTask(const TaskRecord& task, uint64_t next_id) override;
   absl::Status UpdateJob(const JobStatus& job) override;
   absl::StatusOr<StoreSnapshot> Load() override;
+  absl::Status PutLibrary(const std::string& name, const std::string& payload) override;
+  absl::Status DeleteLibrary(const std::string& name) override;
+  absl::StatusOr<std::vector<std::string>> LoadLibraries() override;
 
  private:
   explicit SqliteStore(sqlite3* db) : db_(db) {}

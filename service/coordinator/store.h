@@ -38,6 +38,16 @@ class Store {
   // Writes the job's state and finish time.
   virtual absl::Status UpdateJob(const JobStatus& job) = 0;
   virtual absl::StatusOr<StoreSnapshot> Load() = 0;
+
+  // Registered kernel libraries (serialized KernelLibraryRegistration by
+  // name). Stores that do not keep them answer UNIMPLEMENTED / nothing.
+  virtual absl::Status PutLibrary(const std::string& name, const std::string& payload) {
+    return absl::UnimplementedError("store: kernel library registrations are not persisted");
+  }
+  virtual absl::Status DeleteLibrary(const std::string& name) {
+    return absl::UnimplementedError("store: kernel library registrations are not persisted");
+  }
+  virtual absl::StatusOr<std::vector<std::string>> LoadLibraries() { return std::vector<std::string>{}; }
 };
 
 }  // namespace coordinator

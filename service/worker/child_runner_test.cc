@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include "common/digest.h"
 #include "gtest/gtest.h"
 #include "mxval/v1/mxval.pb.h"
 
@@ -25,6 +26,10 @@ v1::TaskSpec Task(const std::string& candidate_library) {
   t.mutable_baseline_kernel()->set_kernel("a16wfp4_cpu");
   t.mutable_candidate_kernel()->set_library(candidate_library);
   t.mutable_candidate_kernel()->set_kernel(candidate_library == "mxval-builtin-cpu" ? "a16wfp4_cpu" : "example_naive");
+  if (candidate_library != "mxval-builtin-cpu") {  // as the coordinator stamps it from the registration
+    t.mutable_candidate_kernel()->set_sha256(
+        *Sha256HexOfFile(std::string(MXVAL_PLUGIN_DIR) + "/lib" + candidate_library + ".so"));
+  }
   for (v1::TileConfig* c : {t.mutable_baseline_config(), t.mutable_candidate_config()}) {
     c->set_block_m(6);
     c->set_block_n(32);

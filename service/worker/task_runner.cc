@@ -159,8 +159,10 @@ KernelResolver::KernelResolver(std::string kernel_dir, std::string builtin_dir)
 
 absl::StatusOr<const mxval_kernel*> KernelResolver::Resolve(const v1::KernelRef& ref) {
   KernelLibrary* lib = nullptr;
+  // External libraries are cached per digest: a re-registered build is a different library.
+  const std::string key = absl::StrCat(ref.library(), "@", ref.sha256());
   for (auto& [name, l] : libraries_)
-    if (name == ref.library()) lib = l.get();
+    if (name == key) lib = l.get();
   if (lib == nullptr) {
     absl::StatusOr<std::unique_ptr<KernelLibrary>> opened;
     if (ref.library() == "mxval-builtin-cpu") {
@@ -171,13 +173,14 @@ absl::StatusOr<const mxval_kernel*> KernelResolver::Resolve(const v1::KernelRef&
       }
       opened = KernelLibrary::Open(absl::StrCat(builtin_dir_, "/libmxval_",
                                                 ref.library() == "mxval-builtin-cuda" ? "cuda" : "hip", "_kernels.so"));
-    } else if (!dir_.empty() && ref.library().find('/') == std::string::npos && !ref.library().empty()) {
-      opened = KernelLibrary::Open(absl::StrCat(dir_, "/lib", ref.library(), ".so"));
+    } else if (!dir_.empty()) {
+      // Only from the kernel directory, only the registered bytes.
+      opened = KernelLibrary::OpenVerified(dir_, ref.library(), ref.sha256());
     } else {
       return absl::NotFoundError(absl::StrCat("kernel library '", ref.library(), "' is not available on this worker"));
     }
     if (!opened.ok()) return opened.status();
-    libraries_.emplace_back(ref.library(), std::move(*opened));
+    libraries_.emplace_back(key, std::move(*opened));
     lib = libraries_.back().second.get();
   }
   if (!ref.build_id().empty() && ref.build_id() != lib->build_id()) {

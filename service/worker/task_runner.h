@@ -22,13 +22,17 @@ namespace worker {
 // Finds kernels by library name: the built-in CPU library; the built-in GPU
 // libraries "mxval-builtin-cuda" / "mxval-builtin-hip"
 // (libmxval_{cuda,hip}_kernels.so in `builtin_dir`, normally <bin>/../lib);
-// and external shared objects lib<name>.so in `kernel_dir`. Each is loaded
+// and external shared objects lib<name>.so in `kernel_dir`, loaded only when
+// the file's SHA-256 equals the digest the task carries (KernelRef.sha256,
+// stamped by the coordinator from the admin's registration). Each is loaded
 // once and kept open.
 class KernelResolver {
  public:
   explicit KernelResolver(std::string kernel_dir = "", std::string builtin_dir = "");
   // NOT_FOUND (naming what exists) for unknown libraries or kernels;
-  // FAILED_PRECONDITION for a library whose build_id differs from the one asked.
+  // FAILED_PRECONDITION for a library whose build_id differs from the one asked;
+  // PERMISSION_DENIED for an external library whose digest differs or that
+  // resolves outside kernel_dir; INVALID_ARGUMENT for a task without a digest.
   absl::StatusOr<const mxval_kernel*> Resolve(const v1::KernelRef& ref);
 
  private:

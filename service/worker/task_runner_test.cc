@@ -1,5 +1,8 @@
 #include "service/worker/task_runner.h"
 
+#include <unistd.h>
+
+#include "common/digest.h"
 #include "gtest/gtest.h"
 
 namespace mxval::worker {
@@ -72,11 +75,17 @@ TEST(TaskRunner, GpuKernelWithoutAMatchingDeviceIsAnError) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
 }
 
+// An external library as the coordinator hands it out: name, kernel and the registered digest.
+void UsePlugin(v1::KernelRef* k, const std::string& name) {
+  k->set_library(name);
+  k->set_kernel("example_naive");
+  k->set_sha256(*Sha256HexOfFile(std::string(MXVAL_PLUGIN_DIR) + "/lib" + name + ".so"));
+}
+
 TEST(TaskRunner, BuggyCandidateFromAPluginDirectoryFails) {
   KernelResolver k(MXVAL_PLUGIN_DIR);
   v1::TaskSpec t = Task(192);
-  t.mutable_candidate_kernel()->set_library("example_plugin_buggy");
-  t.mutable_candidate_kernel()->set_kernel("example_naive");
+  UsePlugin(t.mutable_candidate_kernel(), "example_plugin_buggy");
   t.mutable_candidate_kernel()->set_build_id("example-buggy-1");
   auto r = RunTask(t, k, {});
   ASSERT_TRUE(r.ok()) << r.status();
@@ -84,8 +93,7 @@ TEST(TaskRunner, BuggyCandidateFromAPluginDirectoryFails) {
   EXPECT_EQ(r->candidate().accuracy().verdict(), v1::VERDICT_FAIL_CATASTROPHIC) << r->candidate().accuracy().reason();
   // The same plugin is fine where its bug does not bite (K=128).
   t = Task(128);
-  t.mutable_candidate_kernel()->set_library("example_plugin_buggy");
-  t.mutable_candidate_kernel()->set_kernel("example_naive");
+  UsePlugin(t.mutable_candidate_kernel(), "example_plugin_buggy");
   r = RunTask(t, k, {});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->candidate().accuracy().verdict(), v1::VERDICT_PASS);
@@ -105,7 +113,7 @@ TEST(TaskRunner, KernelProblemsAreVerdictErrorsWithReasons) {
   EXPECT_EQ(r->candidate().accuracy().verdict(), v1::VERDICT_ERROR);
   EXPECT_NE(r->candidate().accuracy().reason().find("BLOCK_SIZE_N"), std::string::npos);
   t = Task();
-  t.mutable_candidate_kernel()->set_library("example_plugin");
+  UsePlugin(t.mutable_candidate_kernel(), "example_plugin");
   t.mutable_candidate_kernel()->set_build_id("other-build");
   r = RunTask(t, k, {});
   EXPECT_EQ(r->candidate().accuracy().verdict(), v1::VERDICT_ERROR);
@@ -124,6 +132,78 @@ TEST(TaskRunner, MalformedTasksAreInvalidArgument) {
   t.set_m(1 << 22);
   t.mutable_shape()->set_b(4096);
   EXPECT_EQ(RunTask(t, k, {int64_t{1} << 20, 0}).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+
+// A worker loads an external library only from its kernel directory and only
+// when the file's digest is the registered one.
+TEST(TaskRunner, ExternalLibrariesLoadOnlyWithTheRegisteredDigestFromTheKernelDir) {
+  const std::string dir = ::testing::TempDir() + "/mxval_kernel_dir_" + std::to_string(getpid());
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir + "/inner").c_str()), 0);
+  const std::string good = std::string(MXVAL_PLUGIN_DIR) + "/libexample_plugin.so";
+  ASSERT_EQ(system(("cp " + good + " " + dir + "/libexample_plugin.so").c_str()), 0);
+  const std::string sha = *Sha256HexOfFile(good);
+  auto run = [&](v1::KernelRef ref) {
+    KernelResolver k(dir);
+    v1::TaskSpec t = Task();
+    *t.mutable_candidate_kernel() = ref;
+    auto r = RunTask(t, k, {});
+    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->baseline().accuracy().verdict(), v1::VERDICT_PASS);
+    return r->candidate().accuracy();
+  };
+  v1::KernelRef ref;
+  ref.set_library("example_plugin");
+  ref.set_kernel("example_naive");
+  ref.set_sha256(sha);
+  EXPECT_EQ(run(ref).verdict(), v1::VERDICT_PASS) << run(ref).reason();
+  // Libraries loaded one after another in one process (each resolver gone
+  // before the next) are each themselves: the loader must not hand back the
+  // first one because the second reuses its descriptor number.
+  {
+    KernelResolver k(MXVAL_PLUGIN_DIR);
+    v1::TaskSpec t = Task(192);
+    UsePlugin(t.mutable_candidate_kernel(), "example_plugin_buggy");
+    t.mutable_candidate_kernel()->set_build_id("example-buggy-1");
+    auto r = RunTask(t, k, {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->candidate().accuracy().verdict(), v1::VERDICT_FAIL_CATASTROPHIC) << r->candidate().accuracy().reason();
+  }
+  // Another digest: refused, both digests named.
+  v1::KernelRef wrong = ref;
+  wrong.set_sha256(std::string(64, '0'));
+  v1::Accuracy a = run(wrong);
+  EXPECT_EQ(a.verdict(), v1::VERDICT_ERROR);
+  EXPECT_NE(a.reason().find("SHA-256 " + sha), std::string::npos) << a.reason();
+  EXPECT_NE(a.reason().find(std::string(64, '0')), std::string::npos) << a.reason();
+  // No digest (a task that did not come through registration): refused.
+  v1::KernelRef none = ref;
+  none.clear_sha256();
+  EXPECT_NE(run(none).reason().find("only registered libraries run"), std::string::npos) << run(none).reason();
+  // Names that would leave the directory: refused before any file is touched.
+  for (const char* name : {"../example_plugin", "inner/../example_plugin", ".hidden", "a b"}) {
+    v1::KernelRef bad = ref;
+    bad.set_library(name);
+    v1::Accuracy b = run(bad);
+    EXPECT_EQ(b.verdict(), v1::VERDICT_ERROR) << name;
+    EXPECT_NE(b.reason().find("library name"), std::string::npos) << name << ": " << b.reason();
+  }
+  // A symlink in the directory that points outside it: refused even with the right digest.
+  ASSERT_EQ(symlink(good.c_str(), (dir + "/libescape.so").c_str()), 0);
+  v1::KernelRef escape = ref;
+  escape.set_library("escape");
+  EXPECT_NE(run(escape).reason().find("outside the kernel directory"), std::string::npos) << run(escape).reason();
+  // A symlink inside the directory is fine (libfoo.so -> libfoo.so.1 installs).
+  ASSERT_EQ(symlink((dir + "/libexample_plugin.so").c_str(), (dir + "/libalias.so").c_str()), 0);
+  v1::KernelRef alias = ref;
+  alias.set_library("alias");
+  EXPECT_EQ(run(alias).verdict(), v1::VERDICT_PASS) << run(alias).reason();
+  // The file changes after registration (a swapped build): refused.
+  ASSERT_EQ(system(("cp " + std::string(MXVAL_PLUGIN_DIR) + "/libexample_plugin_buggy.so " + dir + "/new.so && mv " +
+                    dir + "/new.so " + dir + "/libexample_plugin.so").c_str()),
+            0);
+  EXPECT_NE(run(ref).reason().find("refusing to load it"), std::string::npos) << run(ref).reason();
+  ASSERT_EQ(system(("rm -rf " + dir).c_str()), 0);
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+#include "common/digest.h"
 #include "service/worker/worker.h"
 
 #include <set>
@@ -18,12 +19,19 @@ class WorkerTest : public ::testing::Test {
   void SetUp() override {
     CoordinatorOptions o;
     o.max_long_poll = absl::Milliseconds(300);
-    o.planner.known_libraries.insert("example_plugin_crash");
+    libraries_ = std::move(*coordinator::LibraryRegistry::Create(nullptr));
+    v1::KernelLibraryRegistration reg;
+    reg.set_name("example_plugin_crash");
+    reg.set_build_id("example-1");
+    reg.set_sha256(*Sha256HexOfFile(std::string(MXVAL_PLUGIN_DIR) + "/libexample_plugin_crash.so"));
+    ASSERT_TRUE(libraries_->Register(reg, "test", absl::Now()).ok());
+    o.libraries = libraries_.get();
     coordinator_ = std::make_unique<Coordinator>(RealClock::Get(), &scheduler_, o);
     server_ = coordinator::StartServer("127.0.0.1:0", coordinator_.get(), &port_);
     ASSERT_NE(server_, nullptr);
   }
   void TearDown() override { server_->Shutdown(); }
+  std::unique_ptr<coordinator::LibraryRegistry> libraries_;
 
   std::unique_ptr<Worker> NewWorker(const std::string& id, int unhealthy_after = 100) {
     WorkerOptions o;

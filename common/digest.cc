@@ -1,0 +1,79 @@
+#include "common/digest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace mxval {
+namespace {
+
+std::string Hex(const unsigned char* md, unsigned n) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (unsigned i = 0; i < n; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
+struct CtxFree {
+  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+};
+
+}  // namespace
+
+std::string Sha256Hex(absl::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
+  return Hex(md, n);
+}
+
+absl::StatusOr<std::string> Sha256HexOfFd(int fd) {
+  std::unique_ptr<EVP_MD_CTX, CtxFree> ctx(EVP_MD_CTX_new());
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) {
+    return absl::InternalError("sha256: cannot initialize the digest");
+  }
+  std::vector<char> buf(1 << 16);
+  off_t offset = 0;
+  while (true) {
+    const ssize_t got = pread(fd, buf.data(), buf.size(), offset);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError(absl::StrCat("sha256: read failed: ", strerror(errno)));
+    }
+    if (got == 0) break;
+    EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(got));
+    offset += got;
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_DigestFinal_ex(ctx.get(), md, &n);
+  return Hex(md, n);
+}
+
+absl::StatusOr<std::string> Sha256HexOfFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open '", path, "': ", strerror(errno)));
+  auto out = Sha256HexOfFd(fd);
+  close(fd);
+  return out;
+}
+
+bool IsSha256Hex(absl::string_view s) {
+  if (s.size() != 64) return false;
+  for (char ch : s)
+    if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
+  return true;
+}
+
+}  // namespace mxval

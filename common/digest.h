@@ -1,0 +1,30 @@
+// SHA-256 digests (OpenSSL): of bytes in memory, and of a file read through an
+// open descriptor, so a caller can hash exactly the file it then uses
+// (dlopen("/proc/self/fd/N")) with no window for a swap in between.
+#ifndef MXVAL_COMMON_DIGEST_H_
+#define MXVAL_COMMON_DIGEST_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace mxval {
+
+// Lowercase hex SHA-256 of `data`.
+std::string Sha256Hex(absl::string_view data);
+
+// Lowercase hex SHA-256 of everything readable from `fd` from offset 0
+// (read with pread; the descriptor's offset is not moved).
+// UNAVAILABLE if reading fails.
+absl::StatusOr<std::string> Sha256HexOfFd(int fd);
+
+// Of the file at `path`. NOT_FOUND if it cannot be opened.
+absl::StatusOr<std::string> Sha256HexOfFile(const std::string& path);
+
+// True for 64 lowercase hex digits.
+bool IsSha256Hex(absl::string_view s);
+
+}  // namespace mxval
+
+#endif  // MXVAL_COMMON_DIGEST_H_
