@@ -22,6 +22,7 @@ PACKAGES=(
   python3-yaml           # deploy/ manifest checks and the Prometheus integration test
   chromium               # renders the web page in a headless browser test
   openssl                # test certificates (scripts/gen_test_certs.sh)
+  clang-14 libclang-rt-14-dev  # libFuzzer + ASan/UBSan configuration (scripts/ci_sanitizers.sh)
 )
 
 missing=()
