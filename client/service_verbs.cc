@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "client/flags.h"
 #include "client/report.h"
 #include "common/digest.h"
@@ -287,8 +288,12 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   coordinator::Coordinator coord(RealClock::Get(), scheduler->get(), co);
   std::atomic<bool> stop{false};
   std::unique_ptr<grpc::Server> server;
+  // Embedded workers, appended by this thread while the signal thread may
+  // drain them: guarded, and a worker created after the signal is drained at once.
+  absl::Mutex local_mu;
   std::vector<std::unique_ptr<worker::Worker>> local;
   std::thread signals = SignalWatcher(&stop, [&] {
+    absl::MutexLock l(&local_mu);
     stop = true;
     for (auto& w : local) w->Drain();
   });
@@ -341,9 +346,11 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     }
     auto w = worker::Worker::Create(wo);
     if (!w.ok()) continue;
+    absl::MutexLock l(&local_mu);
+    if (stop) (*w)->Drain();
     local.push_back(std::move(*w));
   }
-  for (auto& w : local) worker_threads.emplace_back([&w] { (void)w->Run(); });
+  for (auto& w : local) worker_threads.emplace_back([&w] { (void)w->Run(); });  // `local` no longer grows
   std::thread ticker([&] {  // lease expiry, deadlines and gauges even when nobody polls
     while (!stop) {
       (*scheduler)->Tick();

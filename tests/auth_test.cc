@@ -3,6 +3,7 @@
 // clients of each kind. Certificates come from scripts/gen_test_certs.sh.
 #include <cstdlib>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
@@ -33,6 +34,7 @@ class AuthTest : public ::testing::Test {
     authorizer_ = std::make_unique<auth::Authorizer>(cfg, [this](const std::string& reason, const std::string& method,
                                                                  const std::string& who) {
       metrics_.AuthDenied(reason);
+      absl::MutexLock l(&log_mu_);  // called on gRPC server threads
       log_ += method + " " + who + " " + reason + "\n";
     });
     coordinator::CoordinatorOptions o;
@@ -93,8 +95,15 @@ class AuthTest : public ::testing::Test {
     return stub->RegisterWorker(Ctx().get(), req, &resp);
   }
 
+  std::string Log() {
+    absl::MutexLock l(&log_mu_);
+    return log_;
+  }
+
   double rpc_rate_ = 0;
-  std::string dir_, log_;
+  std::string dir_;
+  absl::Mutex log_mu_;
+  std::string log_ ABSL_GUARDED_BY(log_mu_);
   FakeClock clock_;
   coordinator::Scheduler scheduler_{&clock_, coordinator::WithFailurePredicate(coordinator::SchedulerOptions{})};
   std::shared_ptr<prometheus::Registry> registry_ = std::make_shared<prometheus::Registry>();
@@ -145,9 +154,9 @@ TEST_F(AuthTest, TokensAndRoles) {
   EXPECT_NE(scrape.find("mxval_coordinator_auth_denied_total{reason=\"missing_token\"} 1"), std::string::npos);
   EXPECT_NE(scrape.find("mxval_coordinator_auth_denied_total{reason=\"not_owner\"} 1"), std::string::npos);
   for (const char* secret : {"view-secret", "submit-a-secret", "submit-b-secret", "admin-secret", "not-a-token"}) {
-    EXPECT_EQ(log_.find(secret), std::string::npos) << log_;
+    EXPECT_EQ(Log().find(secret), std::string::npos) << Log();
   }
-  EXPECT_NE(log_.find("CancelJob bot-b not_owner"), std::string::npos) << log_;
+  EXPECT_NE(Log().find("CancelJob bot-b not_owner"), std::string::npos) << Log();
 }
 
 TEST_F(AuthTest, WorkersAuthenticateWithCertificates) {
@@ -217,7 +226,7 @@ TEST_F(AuthTest, OnlyAdminsRegisterKernelLibraries) {
   v1::UnregisterKernelLibraryResponse uresp;
   EXPECT_EQ(v1::AdminService::NewStub(Channel("submit-a-secret"))->UnregisterKernelLibrary(Ctx().get(), ur, &uresp).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_NE(log_.find("RegisterKernelLibrary bot-a"), std::string::npos) << log_;
+  EXPECT_NE(Log().find("RegisterKernelLibrary bot-a"), std::string::npos) << Log();
 }
 
 class AuthRateTest : public AuthTest {

@@ -194,7 +194,7 @@ absl::Status SqliteStore::WriteTaskLocked(const TaskRecord& t) {
 absl::Status SqliteStore::InsertJob(const StoredJob& job, const std::vector<TaskRecord>& tasks, uint64_t next_id) {
   absl::MutexLock l(&mu_);
   if (absl::Status st = Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
-  auto fail = [&](absl::Status st) {
+  auto fail = [&](absl::Status st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     (void)Exec("ROLLBACK");
     return st;
   };
