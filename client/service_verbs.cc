@@ -77,6 +77,24 @@ bool IsLoopback(const std::string& addr) {
   return absl::StartsWith(addr, "127.") || absl::StartsWith(addr, "localhost:") || absl::StartsWith(addr, "[::1]");
 }
 
+// Prometheus metrics on `listen` (plain HTTP). prometheus-cpp throws when it
+// cannot bind; that becomes UNAVAILABLE here.
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartExposer(const std::string& listen) {
+  try {
+    return std::make_unique<prometheus::Exposer>(listen);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
+  }
+}
+
+// The HTTP listeners (metrics, web page) are plaintext: off loopback only
+// with the explicit override. (Debian's civetweb 1.15 has TLS compiled in,
+// but its worker thread calls a null OpenSSL function on the first HTTPS
+// request with OpenSSL 3, so HTTPS is left to a terminating proxy.)
+bool HttpListenAllowed(const std::string& listen, bool allow_remote) {
+  return listen.empty() || IsLoopback(listen) || allow_remote;
+}
+
 int Usage(std::ostream& err, const std::string& verb, const std::string& msg) {
   err << "mxval " << verb << ": " << msg << "\n(see mxval " << verb << " --help)\n";
   return kUsage;
@@ -236,6 +254,12 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
                                             "authentication (--tls-cert, --tls-key, --tls-client-ca, --auth-config) "
                                             "or pass --insecure-allow-remote"));
   }
+  for (const auto& [flag, addr] : {std::pair{"--metrics-listen", metrics_listen}, {"--http-listen", http_listen}}) {
+    if (!HttpListenAllowed(addr, allow_remote)) {
+      return Usage(err, "serve", absl::StrCat(flag, " ", addr, " is not a loopback address: plaintext HTTP there needs "
+                                              "--insecure-allow-remote (or put a TLS proxy in front)"));
+    }
+  }
   if (workers < 0 || workers > 256) return Usage(err, "serve", "--workers must be in [0, 256]");
   if (lease_seconds < 1 || lease_seconds > 3600) return Usage(err, "serve", "--lease-seconds must be in [1, 3600]");
   auto store = coordinator::SqliteStore::Open(db);
@@ -279,7 +303,9 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   std::unique_ptr<prometheus::Exposer> exposer;
   if (!metrics_listen.empty()) {
-    exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
+    auto e = StartExposer(metrics_listen);
+    if (!e.ok()) return Usage(err, "serve", absl::StrCat("--metrics-listen: ", e.status().message()));
+    exposer = std::move(*e);
     exposer->RegisterCollectable(registry);
     const auto ports = exposer->GetListeningPorts();
     out << "metrics on " << metrics_listen.substr(0, metrics_listen.rfind(':')) << ":" << (ports.empty() ? 0 : ports[0])
@@ -307,11 +333,6 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   const std::string bound = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
   std::unique_ptr<web::WebServer> web_ui;
   if (!http_listen.empty()) {
-    if (!IsLoopback(http_listen) && !allow_remote) {
-      stop = true;
-      signals.join();
-      return Usage(err, "serve", "--http-listen: a non-loopback address needs --insecure-allow-remote (no TLS yet)");
-    }
     auto w = web::WebServer::Start(&coord, http_listen);
     if (!w.ok()) {
       stop = true;
@@ -377,7 +398,9 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   f.Int("task-timeout", &task_timeout, "seconds before a task's child process is killed");
   f.Int("unhealthy-after", &unhealthy_after, "consecutive infrastructure failures that mark the device unhealthy");
   std::string metrics_listen, devices = "auto";
+  bool allow_remote = false;
   f.String("metrics-listen", &metrics_listen, "serve Prometheus metrics at http://ADDR/metrics");
+  f.Bool("insecure-allow-remote", &allow_remote, "serve metrics on a non-loopback address over plaintext HTTP");
   std::string tls_ca, tls_cert, tls_key;
   f.String("tls-ca", &tls_ca, "the coordinator's CA certificate (enables TLS; or MXVAL_TLS_CA)");
   f.String("tls-cert", &tls_cert, "this worker's client certificate (its common name is the worker id; or MXVAL_TLS_CERT)");
@@ -387,6 +410,10 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (int rc = ParseFlags(f, args, "worker", out, err); rc >= 0) return rc;
   BlockTerminationSignals();
   if (task_timeout < 1) return Usage(err, "worker", "--task-timeout must be >= 1");
+  if (!HttpListenAllowed(metrics_listen, allow_remote)) {
+    return Usage(err, "worker", absl::StrCat("--metrics-listen ", metrics_listen, " is not a loopback address: plaintext "
+                                             "HTTP there needs --insecure-allow-remote (or put a TLS proxy in front)"));
+  }
   auto creds = EnvCredentials(tls_ca, tls_cert, tls_key);
   if (!creds.ok()) return Usage(err, "worker", std::string(creds.status().message()));
   auto discovered = worker::DiscoverDevices(devices);
@@ -419,7 +446,9 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   wo.metrics = &metrics;
   std::unique_ptr<prometheus::Exposer> exposer;
   if (!metrics_listen.empty()) {
-    exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
+    auto e = StartExposer(metrics_listen);
+    if (!e.ok()) return Usage(err, "worker", absl::StrCat("--metrics-listen: ", e.status().message()));
+    exposer = std::move(*e);
     exposer->RegisterCollectable(registry);
     const auto ports = exposer->GetListeningPorts();
     out << "metrics on " << metrics_listen.substr(0, metrics_listen.rfind(':')) << ":" << (ports.empty() ? 0 : ports[0])

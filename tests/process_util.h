@@ -118,8 +118,8 @@ inline int WaitForMarkerPort(const std::string& path, const std::string& marker)
     const size_t at = s.find(marker);
     int port = 0;
     if (at != std::string::npos) {
-      const size_t b = at + marker.size(), e = s.find('\n', b);
-      if (e != std::string::npos && absl::SimpleAtoi(s.substr(b, e - b), &port)) return port;
+      const size_t b = at + marker.size(), e = s.find_first_not_of("0123456789", b);
+      if (e != std::string::npos && e > b && absl::SimpleAtoi(s.substr(b, e - b), &port)) return port;
     }
     absl::SleepFor(absl::Milliseconds(100));
   }

@@ -193,5 +193,25 @@ TEST(ServiceIntegration, RegisteredLibraryRunsOnlyWithItsDigest) {
   serve.Wait();
 }
 
+// The HTTP listeners (metrics, web page) are plaintext: off loopback they are
+// refused unless explicitly allowed, for serve and for workers, before
+// anything starts; a port that cannot be bound is a clear error, not a crash.
+TEST(ServiceIntegration, PlaintextHttpListenersStayOnLoopbackUnlessAllowed) {
+  const std::string dir = PrivateDir();
+  const std::string db = dir + "/mxval_http.db";
+  const std::string bin = MXVAL_BIN;
+  CmdResult r = Cmd(bin + " serve --listen 127.0.0.1:0 --db " + db + " --metrics-listen 0.0.0.0:0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--metrics-listen 0.0.0.0:0 is not a loopback address"), std::string::npos) << r.out;
+  r = Cmd(bin + " serve --listen 127.0.0.1:0 --db " + db + " --http-listen 0.0.0.0:0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = Cmd(bin + " worker --coordinator 127.0.0.1:1 --metrics-listen 0.0.0.0:0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--insecure-allow-remote"), std::string::npos) << r.out;
+  r = Cmd(bin + " serve --listen 127.0.0.1:0 --db " + db + " --metrics-listen 127.0.0.1:99999");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--metrics-listen: cannot serve metrics on 127.0.0.1:99999"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace mxval
