@@ -18,6 +18,7 @@
 #include "common/digest.h"
 #include "kernels/abi/kernel_library.h"
 #include "service/auth/auth.h"
+#include "service/auth/tls_front.h"
 #include <filesystem>
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
@@ -87,12 +88,51 @@ absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartExposer(const std::str
   }
 }
 
-// The HTTP listeners (metrics, web page) are plaintext: off loopback only
-// with the explicit override. (Debian's civetweb 1.15 has TLS compiled in,
-// but its worker thread calls a null OpenSSL function on the first HTTPS
-// request with OpenSSL 3, so HTTPS is left to a terminating proxy.)
-bool HttpListenAllowed(const std::string& listen, bool allow_remote) {
-  return listen.empty() || IsLoopback(listen) || allow_remote;
+// TLS for the HTTP listeners (metrics, web page): the HTTP server binds a
+// loopback port and an auth::TlsFront serves the configured address (see
+// tls_front.h for why civetweb's own TLS is not used).
+struct HttpTls {
+  std::string cert, key;
+  bool on() const { return !cert.empty(); }
+};
+
+// Plaintext HTTP off loopback only with the explicit override.
+bool HttpListenAllowed(const std::string& listen, const HttpTls& tls, bool allow_remote) {
+  return listen.empty() || IsLoopback(listen) || tls.on() || allow_remote;
+}
+
+// With TLS, the public face of a loopback HTTP server on `backend_port`.
+absl::StatusOr<std::unique_ptr<auth::TlsFront>> StartTlsFront(const std::string& listen, const HttpTls& tls,
+                                                              int backend_port) {
+  auth::TlsFrontOptions o;
+  o.listen = listen;
+  o.cert_file = tls.cert;
+  o.key_file = tls.key;
+  o.backend_port = backend_port;
+  return auth::TlsFront::Start(o);
+}
+
+// Metrics on `listen`: plaintext, or HTTPS through a TLS front. Prints
+// "metrics on HOST:PORT" (and "metrics over HTTPS").
+absl::Status ServeMetrics(const std::string& listen, const HttpTls& tls, std::shared_ptr<prometheus::Registry> registry,
+                          std::unique_ptr<prometheus::Exposer>* exposer, std::unique_ptr<auth::TlsFront>* front,
+                          std::ostream& out) {
+  auto e = StartExposer(tls.on() ? "127.0.0.1:0" : listen);
+  if (!e.ok()) return e.status();
+  *exposer = std::move(*e);
+  (*exposer)->RegisterCollectable(registry);
+  const auto ports = (*exposer)->GetListeningPorts();
+  int port = ports.empty() ? 0 : ports[0];
+  if (tls.on()) {
+    auto f = StartTlsFront(listen, tls, port);
+    if (!f.ok()) return f.status();
+    *front = std::move(*f);
+    port = (*front)->port();
+  }
+  out << "metrics on " << listen.substr(0, listen.rfind(':')) << ":" << port << "\n";
+  if (tls.on()) out << "metrics over HTTPS\n";
+  out.flush();
+  return absl::OkStatus();
 }
 
 int Usage(std::ostream& err, const std::string& verb, const std::string& msg) {
@@ -200,6 +240,10 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   std::string rules_path, ownership_path, http_listen, tls_cert, tls_key, tls_client_ca, auth_config_path;
   f.String("tls-cert", &tls_cert, "TLS certificate (PEM) for the gRPC listener");
   f.String("tls-key", &tls_key, "its private key (PEM)");
+  HttpTls http_tls;
+  f.String("http-tls-cert", &http_tls.cert,
+           "TLS certificate for the metrics and web listeners (default: --tls-cert; HTTPS only then)");
+  f.String("http-tls-key", &http_tls.key, "its private key (default: --tls-key)");
   f.String("tls-client-ca", &tls_client_ca, "CA that signs worker client certificates (mutual TLS for workers)");
   int64_t max_inflight = 0, submit_rate = 0, rpc_rate = 0;
   f.Int("max-inflight-jobs-per-client", &max_inflight, "jobs a client may have queued or running (0: unlimited)");
@@ -211,8 +255,15 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   f.String("triage-rules", &rules_path, "log triage rule file (.yaml/.json; default: built-in rules)");
   f.String("ownership", &ownership_path, "ownership map for triage (.yaml/.json; default: built-in map)");
   if (int rc = ParseFlags(f, args, "serve", out, err); rc >= 0) return rc;
+  // Before anything can start a thread (gRPC's TLS credentials do): every
+  // thread inherits the mask, so SIGTERM reaches only the signal watcher.
+  BlockTerminationSignals();
   // Credentials and triage configuration are checked before anything starts.
   if (tls_cert.empty() != tls_key.empty()) return Usage(err, "serve", "--tls-cert and --tls-key go together");
+  if (http_tls.cert.empty() != http_tls.key.empty()) {
+    return Usage(err, "serve", "--http-tls-cert and --http-tls-key go together");
+  }
+  if (!http_tls.on()) http_tls = {tls_cert, tls_key};  // every listener gets TLS once the gRPC one has it
   if ((!tls_client_ca.empty() || !auth_config_path.empty()) && tls_cert.empty()) {
     return Usage(err, "serve", "--tls-client-ca and --auth-config need TLS (--tls-cert, --tls-key)");
   }
@@ -248,16 +299,15 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     if (!o.ok()) return Usage(err, "serve", absl::StrCat("--ownership: ", o.status().message()));
     ownership = std::move(*o);
   }
-  BlockTerminationSignals();
   if (!IsLoopback(listen) && auth_config_path.empty() && !allow_remote) {
     return Usage(err, "serve", absl::StrCat("--listen ", listen, " is not a loopback address: configure TLS and "
                                             "authentication (--tls-cert, --tls-key, --tls-client-ca, --auth-config) "
                                             "or pass --insecure-allow-remote"));
   }
   for (const auto& [flag, addr] : {std::pair{"--metrics-listen", metrics_listen}, {"--http-listen", http_listen}}) {
-    if (!HttpListenAllowed(addr, allow_remote)) {
-      return Usage(err, "serve", absl::StrCat(flag, " ", addr, " is not a loopback address: plaintext HTTP there needs "
-                                              "--insecure-allow-remote (or put a TLS proxy in front)"));
+    if (!HttpListenAllowed(addr, http_tls, allow_remote)) {
+      return Usage(err, "serve", absl::StrCat(flag, " ", addr, " is not a loopback address: give it TLS (--tls-cert "
+                                              "or --http-tls-cert) or pass --insecure-allow-remote for plaintext HTTP"));
     }
   }
   if (workers < 0 || workers > 256) return Usage(err, "serve", "--workers must be in [0, 256]");
@@ -302,14 +352,11 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     co.authorizer = authorizer.get();
   }
   std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<auth::TlsFront> metrics_front;
   if (!metrics_listen.empty()) {
-    auto e = StartExposer(metrics_listen);
-    if (!e.ok()) return Usage(err, "serve", absl::StrCat("--metrics-listen: ", e.status().message()));
-    exposer = std::move(*e);
-    exposer->RegisterCollectable(registry);
-    const auto ports = exposer->GetListeningPorts();
-    out << "metrics on " << metrics_listen.substr(0, metrics_listen.rfind(':')) << ":" << (ports.empty() ? 0 : ports[0])
-        << "\n";
+    if (absl::Status st = ServeMetrics(metrics_listen, http_tls, registry, &exposer, &metrics_front, out); !st.ok()) {
+      return Usage(err, "serve", absl::StrCat("--metrics-listen: ", st.message()));
+    }
   }
   coordinator::Coordinator coord(RealClock::Get(), scheduler->get(), co);
   std::atomic<bool> stop{false};
@@ -332,15 +379,23 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   const std::string bound = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
   std::unique_ptr<web::WebServer> web_ui;
+  std::unique_ptr<auth::TlsFront> web_front;
   if (!http_listen.empty()) {
-    auto w = web::WebServer::Start(&coord, http_listen);
-    if (!w.ok()) {
+    auto w = web::WebServer::Start(&coord, http_tls.on() ? "127.0.0.1:0" : http_listen);
+    absl::Status st = w.status();
+    if (w.ok() && http_tls.on()) {
+      auto f = StartTlsFront(http_listen, http_tls, (*w)->port());
+      st = f.status();
+      if (f.ok()) web_front = std::move(*f);
+    }
+    if (!st.ok()) {
       stop = true;
       signals.join();
-      return Usage(err, "serve", absl::StrCat("--http-listen: ", w.status().message()));
+      return Usage(err, "serve", absl::StrCat("--http-listen: ", st.message()));
     }
     web_ui = std::move(*w);
-    out << "web UI on http://" << http_listen.substr(0, http_listen.rfind(':')) << ":" << web_ui->port() << "/\n";
+    out << "web UI on " << (http_tls.on() ? "https" : "http") << "://" << http_listen.substr(0, http_listen.rfind(':'))
+        << ":" << (web_front ? web_front->port() : web_ui->port()) << "/\n";
   }
   if (server_creds == nullptr) {
     if (!IsLoopback(listen)) err << "mxval serve: WARNING: listening on " << bound << " without TLS or authentication\n";
@@ -399,7 +454,10 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   f.Int("unhealthy-after", &unhealthy_after, "consecutive infrastructure failures that mark the device unhealthy");
   std::string metrics_listen, devices = "auto";
   bool allow_remote = false;
+  HttpTls http_tls;
   f.String("metrics-listen", &metrics_listen, "serve Prometheus metrics at http://ADDR/metrics");
+  f.String("http-tls-cert", &http_tls.cert, "serve metrics over HTTPS only, with this certificate (PEM)");
+  f.String("http-tls-key", &http_tls.key, "its private key (PEM)");
   f.Bool("insecure-allow-remote", &allow_remote, "serve metrics on a non-loopback address over plaintext HTTP");
   std::string tls_ca, tls_cert, tls_key;
   f.String("tls-ca", &tls_ca, "the coordinator's CA certificate (enables TLS; or MXVAL_TLS_CA)");
@@ -410,9 +468,12 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (int rc = ParseFlags(f, args, "worker", out, err); rc >= 0) return rc;
   BlockTerminationSignals();
   if (task_timeout < 1) return Usage(err, "worker", "--task-timeout must be >= 1");
-  if (!HttpListenAllowed(metrics_listen, allow_remote)) {
-    return Usage(err, "worker", absl::StrCat("--metrics-listen ", metrics_listen, " is not a loopback address: plaintext "
-                                             "HTTP there needs --insecure-allow-remote (or put a TLS proxy in front)"));
+  if (http_tls.cert.empty() != http_tls.key.empty()) {
+    return Usage(err, "worker", "--http-tls-cert and --http-tls-key go together");
+  }
+  if (!HttpListenAllowed(metrics_listen, http_tls, allow_remote)) {
+    return Usage(err, "worker", absl::StrCat("--metrics-listen ", metrics_listen, " is not a loopback address: give it "
+                                             "TLS (--http-tls-cert) or pass --insecure-allow-remote for plaintext HTTP"));
   }
   auto creds = EnvCredentials(tls_ca, tls_cert, tls_key);
   if (!creds.ok()) return Usage(err, "worker", std::string(creds.status().message()));
@@ -445,15 +506,11 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   worker::WorkerMetrics metrics(*registry);
   wo.metrics = &metrics;
   std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<auth::TlsFront> metrics_front;
   if (!metrics_listen.empty()) {
-    auto e = StartExposer(metrics_listen);
-    if (!e.ok()) return Usage(err, "worker", absl::StrCat("--metrics-listen: ", e.status().message()));
-    exposer = std::move(*e);
-    exposer->RegisterCollectable(registry);
-    const auto ports = exposer->GetListeningPorts();
-    out << "metrics on " << metrics_listen.substr(0, metrics_listen.rfind(':')) << ":" << (ports.empty() ? 0 : ports[0])
-        << "\n";
-    out.flush();
+    if (absl::Status st = ServeMetrics(metrics_listen, http_tls, registry, &exposer, &metrics_front, out); !st.ok()) {
+      return Usage(err, "worker", absl::StrCat("--metrics-listen: ", st.message()));
+    }
   }
   auto w = worker::Worker::Create(wo);
   if (!w.ok()) return Usage(err, "worker", std::string(w.status().message()));

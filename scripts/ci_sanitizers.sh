@@ -40,7 +40,7 @@ if [[ $what == fuzz || $what == all ]]; then
 fi
 if [[ $what == tsan || $what == all ]]; then
   echo "== TSan (gcc): coordinator and worker =="
-  tsan_tests=(scheduler_test sqlite_store_test coordinator_service_test task_runner_test worker_test auth_test
+  tsan_tests=(scheduler_test sqlite_store_test coordinator_service_test task_runner_test worker_test auth_test tls_front_test
               triage_e2e_test metrics_test service_integration_test)
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXVAL_OPT_FLAGS="-O1 -g1" \
     -DMXVAL_SANITIZE=thread -DMXVAL_CUDA=OFF -DMXVAL_HIP=OFF \

@@ -193,12 +193,15 @@ TEST(ServiceIntegration, RegisteredLibraryRunsOnlyWithItsDigest) {
   serve.Wait();
 }
 
-// The HTTP listeners (metrics, web page) are plaintext: off loopback they are
-// refused unless explicitly allowed, for serve and for workers, before
-// anything starts; a port that cannot be bound is a clear error, not a crash.
-TEST(ServiceIntegration, PlaintextHttpListenersStayOnLoopbackUnlessAllowed) {
+// Every listener can have TLS: gRPC (auth_test), and the metrics and web
+// listeners, which get HTTPS from a TLS front once serve has --tls-cert (or
+// --http-tls-cert); plaintext HTTP off loopback is refused unless explicitly
+// allowed, for serve and workers, before anything starts.
+TEST(ServiceIntegration, HttpListenersGetTlsAndPlaintextStaysOnLoopback) {
   const std::string dir = PrivateDir();
+  ASSERT_EQ(std::system(("bash " MXVAL_SOURCE_DIR "/scripts/gen_test_certs.sh " + dir + " >/dev/null").c_str()), 0);
   const std::string db = dir + "/mxval_http.db";
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
   const std::string bin = MXVAL_BIN;
   CmdResult r = Cmd(bin + " serve --listen 127.0.0.1:0 --db " + db + " --metrics-listen 0.0.0.0:0");
   EXPECT_EQ(r.code, 2) << r.out;
@@ -211,6 +214,38 @@ TEST(ServiceIntegration, PlaintextHttpListenersStayOnLoopbackUnlessAllowed) {
   r = Cmd(bin + " serve --listen 127.0.0.1:0 --db " + db + " --metrics-listen 127.0.0.1:99999");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--metrics-listen: cannot serve metrics on 127.0.0.1:99999"), std::string::npos) << r.out;
+  r = Cmd(bin + " serve --listen 127.0.0.1:0 --db " + db + " --metrics-listen 127.0.0.1:0 --http-tls-cert " + dir +
+          "/server.crt --http-tls-key " + dir + "/ca.key");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("key '" + dir + "/ca.key'"), std::string::npos) << r.out;
+
+  // HTTPS on both HTTP listeners (the gRPC listener's certificate is reused).
+  Proc serve = Proc::Start({MXVAL_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--tls-cert", dir + "/server.crt",
+                            "--tls-key", dir + "/server.key", "--metrics-listen", "127.0.0.1:0", "--http-listen",
+                            "127.0.0.1:0"},
+                           dir + "/serve.out");
+  const int grpc_port = WaitForPort(serve.out_path);
+  const int metrics = testing_util::WaitForMarkerPort(serve.out_path, "metrics on 127.0.0.1:");
+  const int web = testing_util::WaitForMarkerPort(serve.out_path, "web UI on https://127.0.0.1:");
+  auto https_get = [&](int port, const std::string& path) {
+    return Cmd(absl::StrCat("printf 'GET ", path, " HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n' | ",
+                            "openssl s_client -quiet -ign_eof -verify_return_error -CAfile ", dir,
+                            "/ca.crt -connect 127.0.0.1:", port, " 2>/dev/null"));
+  };
+  if (grpc_port > 0 && metrics > 0 && web > 0) {
+    r = https_get(metrics, "/metrics");
+    EXPECT_NE(r.out.find("mxval_coordinator_jobs{state=\"queued\"}"), std::string::npos) << r.out;
+    r = https_get(web, "/api/jobs");
+    EXPECT_NE(r.out.find("200 OK"), std::string::npos) << r.out;
+    // Plaintext HTTP on the HTTPS ports gets no page.
+    EXPECT_EQ(testing_util::HttpGet(metrics, "/metrics").find("mxval_coordinator"), std::string::npos);
+    EXPECT_EQ(testing_util::HttpGet(web, "/api/jobs").find("jobs"), std::string::npos);
+  } else {
+    ADD_FAILURE() << ReadFile(serve.out_path) << ReadFile(serve.out_path + ".err");
+  }
+  serve.Kill(SIGTERM);
+  const int status = serve.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(serve.out_path + ".err");
 }
 
 }  // namespace
