@@ -32,7 +32,10 @@ if [[ $what == asan || $what == fuzz || $what == all ]]; then
   cmake --build build-asan -j "$jobs"
 fi
 if [[ $what == asan || $what == all ]]; then
-  (cd build-asan && ctest --output-on-failure -j "$jobs" --timeout 1200 -E '^deploy_test$')
+  # Not here: the manifest check (Python only) and the Prometheus scrape test,
+  # whose scrape/rule timing is unreliable at ASan speed; the metrics code runs
+  # under ASan in metrics_test and the chaos test.
+  (cd build-asan && ctest --output-on-failure -j "$jobs" --timeout 1200 -E '^(deploy_test|prometheus_integration_test)$')
 fi
 if [[ $what == fuzz || $what == all ]]; then
   echo "== libFuzzer: ${FUZZ_SECONDS:-60} s per target =="

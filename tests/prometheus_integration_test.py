@@ -9,6 +9,7 @@ Usage: prometheus_integration_test.py --mxval build/bin/mxval --source-dir .
 Exit 77 (CTest skip) when Debian's `prometheus` is not installed."""
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -154,7 +155,8 @@ def main():
         # Recording rules evaluate on the live series (their group runs every 30 s).
         deadline = time.time() + 75
         ratio = None
-        while time.time() < deadline and ratio is None:
+        # NaN (0/0) until Prometheus has seen the counters increase: not ready yet.
+        while time.time() < deadline and (ratio is None or math.isnan(ratio)):
             ratio = value('min(mxval:kernel_pass_ratio:rate30m)')
             time.sleep(1)
         check(ratio == 1, "recording rule mxval:kernel_pass_ratio:rate30m = 1 (%s)" % ratio)
