@@ -700,6 +700,18 @@ int DemoVerb(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
 namespace mxval {
 
+namespace {
+// `--json` output of the list verbs: the response in proto3 JSON.
+int PrintJson(const google::protobuf::Message& m, std::ostream& out) {
+  google::protobuf::util::JsonPrintOptions jo;
+  jo.add_whitespace = true;
+  std::string s;
+  (void)google::protobuf::util::MessageToJsonString(m, &s, jo);
+  out << s << "\n";
+  return kOk;
+}
+}  // namespace
+
 // watch, cancel, jobs, workers, drain: thin clients of the coordinator.
 int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string coordinator = "127.0.0.1:50051", job_id, worker_id;
@@ -755,8 +767,6 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
   auto creds = EnvCredentials();
   if (!creds.ok()) return Usage(err, verb, std::string(creds.status().message()));
   auto channel = ClientChannel(coordinator, *creds);
-  google::protobuf::util::JsonPrintOptions jo;
-  jo.add_whitespace = true;
   if (verb == "watch") {
     auto stub = v1::ValidationService::NewStub(channel);
     auto ctx = Ctx(absl::Hours(24));
@@ -804,12 +814,7 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
     v1::ListJobsResponse resp;
     const grpc::Status st = v1::ValidationService::NewStub(channel)->ListJobs(Ctx(absl::Seconds(30)).get(), r, &resp);
     if (!st.ok()) return GrpcExit(err, verb, st);
-    if (json) {
-      std::string s;
-      (void)google::protobuf::util::MessageToJsonString(resp, &s, jo);
-      out << s << "\n";
-      return kOk;
-    }
+    if (json) return PrintJson(resp, out);
     out << absl::StrFormat("%-10s %-20s %9s %6s  %s\n", "job", "state", "done", "failed", "name");
     for (const v1::Job& j : resp.jobs()) {
       out << absl::StrFormat("%-10s %-20s %4d/%-4d %6d  %s\n", j.job_id(), v1::JobState_Name(j.state()),
@@ -823,12 +828,7 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
     v1::ListWorkersResponse resp;
     const grpc::Status st = admin->ListWorkers(Ctx(absl::Seconds(30)).get(), v1::ListWorkersRequest(), &resp);
     if (!st.ok()) return GrpcExit(err, verb, st);
-    if (json) {
-      std::string s;
-      (void)google::protobuf::util::MessageToJsonString(resp, &s, jo);
-      out << s << "\n";
-      return kOk;
-    }
+    if (json) return PrintJson(resp, out);
     out << absl::StrFormat("%-24s %-24s %7s  %s\n", "worker", "state", "running", "devices");
     for (const v1::WorkerStatus& w : resp.workers()) {
       std::string devs;
@@ -862,12 +862,7 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
     v1::ListKernelLibrariesResponse resp;
     const grpc::Status st = admin->ListKernelLibraries(Ctx(absl::Seconds(30)).get(), v1::ListKernelLibrariesRequest(), &resp);
     if (!st.ok()) return GrpcExit(err, verb, st);
-    if (json) {
-      std::string s;
-      (void)google::protobuf::util::MessageToJsonString(resp, &s, jo);
-      out << s << "\n";
-      return kOk;
-    }
+    if (json) return PrintJson(resp, out);
     out << absl::StrFormat("%-28s %-24s %-16s %s\n", "library", "build", "registered by", "sha256");
     for (const v1::KernelLibraryRegistration& l : resp.libraries()) {
       out << absl::StrFormat("%-28s %-24s %-16s %s\n", l.name(), l.build_id(), l.registered_by(), l.sha256());
