@@ -7,8 +7,9 @@
 #   fuzz  each libFuzzer target for FUZZ_SECONDS (default 60) from its seeds
 #         (needs the asan build)
 #   tsan  gcc, ThreadSanitizer in build-tsan/: the coordinator and worker
-#         tests (scheduler, store, services, workers, auth, triage end to end,
-#         the multi-process integration and chaos tests)
+#         tests (scheduler, stores, services, workers, auth, triage end to end,
+#         the multi-process and two-coordinator integration tests)
+# Tests needing PostgreSQL start their own throwaway server (tests/pg_server.h).
 # Usage: scripts/ci_sanitizers.sh [asan|fuzz|tsan|all]   (default all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,8 +44,8 @@ if [[ $what == fuzz || $what == all ]]; then
 fi
 if [[ $what == tsan || $what == all ]]; then
   echo "== TSan (gcc): coordinator and worker =="
-  tsan_tests=(scheduler_test sqlite_store_test coordinator_service_test task_runner_test worker_test auth_test tls_front_test
-              triage_e2e_test metrics_test service_integration_test)
+  tsan_tests=(scheduler_test store_test coordinator_service_test task_runner_test worker_test auth_test tls_front_test
+              triage_e2e_test metrics_test service_integration_test multi_coordinator_test)
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXVAL_OPT_FLAGS="-O1 -g1" \
     -DMXVAL_SANITIZE=thread -DMXVAL_CUDA=OFF -DMXVAL_HIP=OFF \
     -DMXVAL_BENCH=OFF >build-tsan.cmake.log 2>&1 || { cat build-tsan.cmake.log; exit 1; }

@@ -14,7 +14,8 @@ PACKAGES=(
   python3-numpy          # cross-checks .npy files written by mxval in tests
   hipcc                  # compile check of the HIP kernels for gfx90a / gfx940 (no AMD GPU here)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # the service API
-  libsqlite3-dev         # the coordinator's durable store
+  libsqlite3-dev         # the coordinator's durable store (embedded default)
+  libpq-dev postgresql   # the shared PostgreSQL store; tests start a throwaway server on loopback
   prometheus-cpp-dev     # metrics (core + pull exposer)
   prometheus             # promtool, which checks real scrapes in the tests
   libyaml-dev            # YAML job specs and triage rule files

@@ -3,12 +3,13 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "service/coordinator/store_codec.h"
 
 namespace mxval {
 namespace coordinator {
 
 Scheduler::Scheduler(const Clock* clock, SchedulerOptions options, Store* store)
-    : clock_(clock), options_(options), store_(store) {}
+    : clock_(clock), options_(options), store_(store), shared_(store != nullptr && store->shared()) {}
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const Clock* clock, SchedulerOptions options,
                                                              Store* store) {
@@ -23,55 +24,151 @@ absl::Status Scheduler::RecoverLocked() {
   auto snap = store_->Load();
   if (!snap.ok()) return snap.status();
   next_id_ = std::max<uint64_t>(next_id_, snap->next_id);
-  for (StoredJob& sj : snap->jobs) {
-    Job& j = jobs_[sj.status.job_id];
-    j.status = sj.status;
-    j.status.tasks_total = j.status.tasks_done = j.status.tasks_running = j.status.tasks_failed = 0;
-    j.reuse = sj.reuse;
-    if (!j.status.request_id.empty()) request_ids_[j.status.request_id] = j.status.job_id;
-  }
+  synced_rev_ = snap->rev;
+  for (StoredJob& sj : snap->jobs) AddJobLocked(sj);
   for (TaskRecord& rec : snap->tasks) {
     auto jit = jobs_.find(rec.job_id);
     if (jit == jobs_.end()) continue;
-    Job& j = jit->second;
-    const bool job_final = j.status.state == JobState::kCancelled || j.status.state == JobState::kExpired;
-    TaskRecord& t = tasks_[rec.task_id] = std::move(rec);
-    j.task_ids.push_back(t.task_id);
-    if (!t.first_result.empty()) ++j.verify_reruns;
-    ++j.status.tasks_total;
-    if (job_final && (t.state == TaskState::kQueued || t.state == TaskState::kLeased)) t.state = TaskState::kCancelled;
-    switch (t.state) {
-      case TaskState::kDone:
-        ++j.status.tasks_done;
-        CountDoneLocked(j, t);
-        if (t.has_result && !t.infra_failed) results_by_key_[t.input.dedup_key] = t.result;
-        break;
-      case TaskState::kQueued:
-        ++unfinished_;
-        EnqueueLocked(t);
-        break;
-      case TaskState::kLeased:
-        ++unfinished_;
-        ++j.status.tasks_running;
-        lease_to_task_[t.lease_id] = t.task_id;
-        expiries_.insert({t.lease_expiry, t.lease_id});
-        break;
-      case TaskState::kCancelled:
-        break;
-    }
+    AddTaskLocked(std::move(rec), jit->second);
   }
-  for (auto& [id, j] : jobs_) {
-    const bool final_state = j.status.state == JobState::kCancelled || j.status.state == JobState::kExpired;
-    if (!final_state) {
-      j.status.state = JobState::kQueued;  // re-derived below
-      if (j.status.deadline) deadlines_.insert({*j.status.deadline, id});
-    }
-    RefreshJobLocked(j);
-  }
+  for (auto& [id, j] : jobs_) RefreshJobLocked(j);
   return absl::OkStatus();
 }
 
-absl::Status Scheduler::PersistLocked(const TaskRecord& t) {
+void Scheduler::AddJobLocked(const StoredJob& sj) {
+  Job& j = jobs_[sj.status.job_id];
+  j.status = sj.status;
+  j.status.tasks_total = j.status.tasks_done = j.status.tasks_running = j.status.tasks_failed = 0;
+  j.reuse = sj.reuse;
+  if (!j.status.request_id.empty()) request_ids_[j.status.request_id] = j.status.job_id;
+  const bool final_state = j.status.state == JobState::kCancelled || j.status.state == JobState::kExpired;
+  if (!final_state) {
+    j.status.state = JobState::kQueued;  // re-derived from its tasks by RefreshJobLocked
+    if (j.status.deadline) deadlines_.insert({*j.status.deadline, j.status.job_id});
+  }
+}
+
+void Scheduler::AddTaskLocked(TaskRecord rec, Job& j) {
+  const bool job_final = j.status.state == JobState::kCancelled || j.status.state == JobState::kExpired;
+  TaskRecord& t = tasks_[rec.task_id] = std::move(rec);
+  j.task_ids.push_back(t.task_id);
+  if (!t.first_result.empty()) ++j.verify_reruns;
+  ++j.status.tasks_total;
+  if (job_final && (t.state == TaskState::kQueued || t.state == TaskState::kLeased)) t.state = TaskState::kCancelled;
+  IndexTaskLocked(t, j);
+}
+
+void Scheduler::IndexTaskLocked(TaskRecord& t, Job& j) {
+  switch (t.state) {
+    case TaskState::kDone:
+      ++j.status.tasks_done;
+      CountDoneLocked(j, t);
+      if (t.has_result && !t.infra_failed) results_by_key_[t.input.dedup_key] = t.result;
+      break;
+    case TaskState::kQueued:
+      ++unfinished_;
+      EnqueueLocked(t);
+      break;
+    case TaskState::kLeased:
+      ++unfinished_;
+      ++j.status.tasks_running;
+      lease_to_task_[t.lease_id] = t.task_id;
+      expiries_.insert({t.lease_expiry, t.lease_id});
+      break;
+    case TaskState::kCancelled:
+      break;
+  }
+}
+
+void Scheduler::UnindexTaskLocked(TaskRecord& t) {
+  switch (t.state) {
+    case TaskState::kQueued: {
+      auto k = queued_at_.find(t.task_id);
+      if (k != queued_at_.end()) {
+        queues_[t.input.arch].erase(k->second);
+        enqueued_at_.erase(k->second.seq);
+        queued_at_.erase(k);
+      }
+      --unfinished_;
+      break;
+    }
+    case TaskState::kLeased:
+      ReleaseLeaseLocked(t);
+      --unfinished_;
+      break;
+    case TaskState::kDone:
+    case TaskState::kCancelled:
+      break;  // final: a later row never changes them back
+  }
+}
+
+absl::Status Scheduler::Sync() {
+  absl::MutexLock l(&mu_);
+  return SyncLocked();
+}
+
+absl::Status Scheduler::SyncLocked() {
+  if (!shared_) return absl::OkStatus();
+  auto c = store_->ChangesSince(synced_rev_);
+  if (!c.ok()) return c.status();
+  std::set<std::string> touched, added;
+  for (const StoredJob& sj : c->jobs) {
+    const std::string& id = sj.status.job_id;
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) {  // submitted through another coordinator
+      AddJobLocked(sj);
+      added.insert(id);
+      touched.insert(id);
+      continue;
+    }
+    Job& j = it->second;
+    if (sj.status.rev <= j.status.rev) continue;
+    j.status.rev = sj.status.rev;
+    const bool now_final = sj.status.state == JobState::kCancelled || sj.status.state == JobState::kExpired;
+    const bool was_final = j.status.state == JobState::kCancelled || j.status.state == JobState::kExpired;
+    if (now_final && !was_final) {  // cancelled or expired by another coordinator
+      for (const std::string& tid : j.task_ids) {
+        TaskRecord& t = tasks_[tid];
+        if (t.state != TaskState::kQueued && t.state != TaskState::kLeased) continue;
+        UnindexTaskLocked(t);
+        t.state = TaskState::kCancelled;
+      }
+      j.status.state = sj.status.state;
+      j.status.finished = sj.status.finished;
+      if (j.status.deadline) deadlines_.erase({*j.status.deadline, id});
+      ++version_;
+    }
+  }
+  for (TaskRecord& row : c->tasks) {
+    auto jit = jobs_.find(row.job_id);
+    if (jit == jobs_.end()) continue;
+    Job& j = jit->second;
+    touched.insert(row.job_id);
+    auto it = tasks_.find(row.task_id);
+    if (it == tasks_.end()) {
+      AddTaskLocked(std::move(row), j);
+      continue;
+    }
+    TaskRecord& t = it->second;
+    if (row.rev <= t.rev) continue;  // this coordinator's own write, or older
+    UnindexTaskLocked(t);
+    if (t.first_result.empty() && !row.first_result.empty()) ++j.verify_reruns;
+    const bool job_final = j.status.state == JobState::kCancelled || j.status.state == JobState::kExpired;
+    t = std::move(row);
+    if (job_final && (t.state == TaskState::kQueued || t.state == TaskState::kLeased)) t.state = TaskState::kCancelled;
+    IndexTaskLocked(t, j);
+  }
+  for (const std::string& id : added) {  // rows arrive in revision order, not task order
+    std::vector<std::string>& ids = jobs_[id].task_ids;
+    std::stable_sort(ids.begin(), ids.end(),
+                     [](const std::string& a, const std::string& b) { return TaskSeq(a) < TaskSeq(b); });
+  }
+  for (const std::string& id : touched) RefreshJobLocked(jobs_[id]);
+  synced_rev_ = std::max(synced_rev_, c->rev);
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::PersistLocked(TaskRecord& t) {
   return store_ ? store_->UpdateTask(t, next_id_) : absl::OkStatus();
 }
 
@@ -82,6 +179,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const JobInput& in) {
     if (it != request_ids_.end()) return it->second;
   }
   if (in.tasks.empty()) return absl::InvalidArgumentError("job has no tasks");
+  if (shared_) (void)SyncLocked();  // the queue limit and reusable results are fleet-wide
   if (unfinished_ + static_cast<int64_t>(in.tasks.size()) > options_.max_queued_tasks) {
     return absl::ResourceExhaustedError(absl::StrCat("queue full: ", unfinished_, " unfinished tasks, limit ",
                                                      options_.max_queued_tasks, ", this job adds ", in.tasks.size(),
@@ -90,7 +188,13 @@ absl::StatusOr<std::string> Scheduler::Submit(const JobInput& in) {
   // Build the job and its tasks aside, persist them, then apply.
   const absl::Time now = clock_->Now();
   Job j;
-  j.status.job_id = absl::StrCat("job-", next_id_++);
+  if (shared_) {  // ids are unique across every coordinator on the store
+    auto id = store_->AllocateId();
+    if (!id.ok()) return id.status();
+    j.status.job_id = absl::StrCat("job-", *id);
+  } else {
+    j.status.job_id = absl::StrCat("job-", next_id_++);
+  }
   j.status.request_id = in.request_id;
   j.status.priority = in.priority;
   j.status.created = now;
@@ -112,7 +216,14 @@ absl::StatusOr<std::string> Scheduler::Submit(const JobInput& in) {
     }
   }
   if (store_) {
-    if (absl::Status st = store_->InsertJob(StoredJob{j.status, j.reuse}, recs, next_id_); !st.ok()) return st;
+    StoredJob stored{j.status, j.reuse};
+    absl::Status st = store_->InsertJob(stored, recs, next_id_);
+    if (st.code() == absl::StatusCode::kAlreadyExists) {  // the same request through another coordinator
+      (void)SyncLocked();
+      return std::string(st.message());
+    }
+    if (!st.ok()) return st;
+    j.status.rev = stored.status.rev;
   }
   const std::string job_id = j.status.job_id;
   Job& job = jobs_[job_id] = std::move(j);
@@ -148,6 +259,7 @@ std::optional<Lease> Scheduler::LeaseTask(const std::string& worker_id, const st
                                           int device) {
   absl::MutexLock l(&mu_);
   TickLocked();
+  if (shared_) return ClaimLocked(worker_id, archs, device);
   // Best queued task across the worker's archs; within the first few of each
   // queue prefer one that has not already failed on this worker.
   constexpr int kScan = 32;
@@ -198,6 +310,54 @@ std::optional<Lease> Scheduler::LeaseTask(const std::string& worker_id, const st
   return Lease{t.lease_id, task_id, t.job_id, t.input.payload, t.lease_expiry, static_cast<int>(t.attempts.size())};
 }
 
+std::optional<Lease> Scheduler::ClaimLocked(const std::string& worker_id, const std::set<std::string>& archs,
+                                            int device) {
+  // The last sync saw nothing queued for these archs: nothing to claim (an
+  // idle worker's poll costs no database round trip; syncs wake long polls).
+  bool any = false;
+  for (const std::string& a : archs) {
+    auto q = queues_.find(a);
+    any = any || (q != queues_.end() && !q->second.empty());
+  }
+  if (!any) return std::nullopt;
+  ClaimRequest r{worker_id, archs, device, clock_->Now(), options_.lease_duration, options_.retry_elsewhere_grace};
+  auto claimed = store_->ClaimTask(r);
+  if (!claimed.ok()) return std::nullopt;  // the worker polls again
+  if (!claimed->has_value()) {  // other coordinators took them: catch up
+    (void)SyncLocked();
+    return std::nullopt;
+  }
+  TaskRecord row = std::move(**claimed);
+  const std::string task_id = row.task_id, lease_id = row.lease_id;
+  if (!tasks_.contains(task_id)) (void)SyncLocked();  // a job submitted elsewhere (brings this row too)
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) return std::nullopt;  // cannot happen: the row is committed
+  if (row.rev > it->second.rev) {
+    Job& j = jobs_[row.job_id];
+    UnindexTaskLocked(it->second);
+    it->second = std::move(row);
+    IndexTaskLocked(it->second, j);
+    RefreshJobLocked(j);
+  }
+  const TaskRecord& t = it->second;
+  if (t.state != TaskState::kLeased || t.lease_id != lease_id) return std::nullopt;
+  return Lease{t.lease_id, task_id, t.job_id, t.input.payload, t.lease_expiry, static_cast<int>(t.attempts.size())};
+}
+
+absl::Status Scheduler::RetryShared(const std::function<absl::Status()>& op) {
+  absl::Status st = op();
+  // Another coordinator changed the row (ABORTED), or granted the lease and
+  // this one has not synced it yet (FAILED_PRECONDITION): catch up, retry.
+  for (int i = 0; shared_ && i < 3; ++i) {
+    const bool retry = st.code() == absl::StatusCode::kAborted ||
+                       (i == 0 && st.code() == absl::StatusCode::kFailedPrecondition);
+    if (!retry || !SyncLocked().ok()) break;
+    st = op();
+  }
+  if (st.code() == absl::StatusCode::kAborted) return absl::UnavailableError(st.message());  // caller retries
+  return st;
+}
+
 TaskRecord* Scheduler::HeldLocked(const std::string& lease_id) {
   auto it = lease_to_task_.find(lease_id);
   if (it == lease_to_task_.end()) return nullptr;
@@ -208,6 +368,10 @@ TaskRecord* Scheduler::HeldLocked(const std::string& lease_id) {
 absl::Status Scheduler::Renew(const std::string& lease_id) {
   absl::MutexLock l(&mu_);
   TickLocked();
+  return RetryShared([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return RenewLocked(lease_id); });
+}
+
+absl::Status Scheduler::RenewLocked(const std::string& lease_id) {
   TaskRecord* t = HeldLocked(lease_id);
   if (t == nullptr) return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is not held"));
   TaskRecord updated = *t;
@@ -215,6 +379,7 @@ absl::Status Scheduler::Renew(const std::string& lease_id) {
   if (absl::Status st = PersistLocked(updated); !st.ok()) return st;
   expiries_.erase({t->lease_expiry, lease_id});
   t->lease_expiry = updated.lease_expiry;
+  t->rev = updated.rev;
   expiries_.insert({t->lease_expiry, lease_id});
   return absl::OkStatus();
 }
@@ -245,6 +410,12 @@ absl::Status Scheduler::Complete(const std::string& lease_id, const std::string&
                                  bool verify, bool* requeued) {
   absl::MutexLock l(&mu_);
   TickLocked();
+  return RetryShared(
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return CompleteLocked(lease_id, result, ran, verify, requeued); });
+}
+
+absl::Status Scheduler::CompleteLocked(const std::string& lease_id, const std::string& result, absl::Duration* ran,
+                                       bool verify, bool* requeued) {
   if (requeued) *requeued = false;
   TaskRecord* t = HeldLocked(lease_id);
   if (t == nullptr) {
@@ -323,6 +494,10 @@ absl::Status Scheduler::FinishAttemptLocked(TaskRecord& t, const std::string& de
 absl::Status Scheduler::FailInfra(const std::string& lease_id, const std::string& detail, absl::Duration* ran) {
   absl::MutexLock l(&mu_);
   TickLocked();
+  return RetryShared([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return FailInfraLocked(lease_id, detail, ran); });
+}
+
+absl::Status Scheduler::FailInfraLocked(const std::string& lease_id, const std::string& detail, absl::Duration* ran) {
   TaskRecord* t = HeldLocked(lease_id);
   if (t == nullptr) return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is not held"));
   const absl::Time started = t->attempts.back().started;
@@ -340,20 +515,15 @@ absl::Status Scheduler::CancelTasksLocked(Job& j, JobState final_state) {
   if (store_) {
     if (absl::Status st = store_->UpdateJob(final_status); !st.ok()) return st;
   }
+  j.status.rev = final_status.rev;
   for (const std::string& id : j.task_ids) {
     TaskRecord& t = tasks_[id];
     if (t.state == TaskState::kDone || t.state == TaskState::kCancelled) continue;
-    if (t.state == TaskState::kQueued) {
-      auto k = queued_at_.find(id);
-      queues_[t.input.arch].erase(k->second);
-      enqueued_at_.erase(k->second.seq);
-      queued_at_.erase(k);
-    } else {
-      ReleaseLeaseLocked(t);  // the worker learns at its next heartbeat
-    }
+    UnindexTaskLocked(t);  // a leased task's worker learns at its next heartbeat
     t.state = TaskState::kCancelled;
-    (void)PersistLocked(t);  // best effort: the job row already makes it final
-    --unfinished_;
+    // Best effort: the job row already makes it final (a task another
+    // coordinator finished meanwhile keeps its result; its row wins at sync).
+    (void)PersistLocked(t);
   }
   j.status.state = final_state;
   j.status.finished = final_status.finished;
@@ -381,6 +551,7 @@ void Scheduler::Tick() {
 
 void Scheduler::TickLocked() {
   const absl::Time now = clock_->Now();
+  int resyncs = 0;
   while (!expiries_.empty() && expiries_.begin()->first < now) {
     const std::string lease_id = expiries_.begin()->second;
     TaskRecord* t = HeldLocked(lease_id);
@@ -388,8 +559,15 @@ void Scheduler::TickLocked() {
       expiries_.erase(expiries_.begin());
       continue;
     }
-    if (!FinishAttemptLocked(*t, "lease expired: worker lost or stalled").ok()) break;  // store down: next tick
-    ++lease_expiries_;
+    absl::Status st = FinishAttemptLocked(*t, "lease expired: worker lost or stalled");
+    if (st.ok()) {
+      ++lease_expiries_;
+      continue;
+    }
+    // Renewed, completed or expired through another coordinator: catch up
+    // (the row's new state replaces this expiry entry) and go on.
+    if (shared_ && st.code() == absl::StatusCode::kAborted && ++resyncs <= 3 && SyncLocked().ok()) continue;
+    break;  // store down: next tick
   }
   while (!deadlines_.empty() && deadlines_.begin()->first < now) {
     Job& j = jobs_[deadlines_.begin()->second];

@@ -12,6 +12,12 @@
 // in memory (a failed write leaves memory unchanged and returns UNAVAILABLE),
 // so a restart from the same store loses no accepted job, lease or result.
 //
+// Several coordinators (shared store): the database is the arbiter. Leases
+// are claimed by the store (PostgreSQL: SELECT ... FOR UPDATE SKIP LOCKED),
+// ids come from it, every task write is compare-and-set on the row's
+// revision, and Sync() applies what the others wrote; in-memory state is a
+// cache of the database that each coordinator keeps current.
+//
 // Thread-safe: one mutex guards all state.
 #ifndef MXVAL_SERVICE_COORDINATOR_SCHEDULER_H_
 #define MXVAL_SERVICE_COORDINATOR_SCHEDULER_H_
@@ -133,6 +139,14 @@ class Scheduler {
   // Re-queues tasks whose leases expired; expires jobs past their deadline.
   void Tick();
 
+  // With a shared store: applies the jobs and tasks other coordinators wrote
+  // since the last sync (new jobs, leases, results, cancels) and wakes
+  // watchers. Call it periodically (`mxval serve` does, every 100 ms); every
+  // lease, report and submit also catches up when it meets a change made
+  // elsewhere. A no-op without a shared store. UNAVAILABLE if the store
+  // cannot be read.
+  absl::Status Sync();
+
   absl::StatusOr<JobStatus> GetJob(const std::string& job_id) const;
   // The job a request id was accepted as, if any (idempotent retries).
   std::optional<std::string> FindRequest(const std::string& request_id) const;
@@ -164,7 +178,25 @@ class Scheduler {
     int verify_reruns = 0;
   };
   absl::Status RecoverLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PersistLocked(const TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A stored job / task row joins the in-memory state (recovery and sync).
+  void AddJobLocked(const StoredJob& sj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddTaskLocked(TaskRecord rec, Job& j) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds / removes a task's entries in the queues, lease maps and job counters.
+  void IndexTaskLocked(TaskRecord& t, Job& j) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnindexTaskLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Shared store: the store picks and leases the task.
+  std::optional<Lease> ClaimLocked(const std::string& worker_id, const std::set<std::string>& archs, int device)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs op; with a shared store, syncs and retries when another coordinator
+  // got there first. A conflict that persists is UNAVAILABLE (retry later).
+  absl::Status RetryShared(const std::function<absl::Status()>& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RenewLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CompleteLocked(const std::string& lease_id, const std::string& result, absl::Duration* ran,
+                              bool verify, bool* requeued) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FailInfraLocked(const std::string& lease_id, const std::string& detail, absl::Duration* ran)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PersistLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnqueueLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the current attempt as an infrastructure failure; re-queues or finishes.
@@ -180,7 +212,9 @@ class Scheduler {
   const Clock* clock_;
   const SchedulerOptions options_;
   Store* const store_;  // may be null
+  const bool shared_;   // store_ is shared with other coordinators
   mutable absl::Mutex mu_;
+  uint64_t synced_rev_ ABSL_GUARDED_BY(mu_) = 0;  // store revision applied so far
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);

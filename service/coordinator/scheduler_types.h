@@ -53,6 +53,10 @@ struct TaskRecord {
   // The first result when a failing task was re-run to verify it (triage
   // compares the two runs on the same inputs); empty otherwise.
   std::string first_result;
+  // The store revision of the last write of this row (0: never written).
+  // Writes are compare-and-set on it, so a coordinator never overwrites a
+  // change another coordinator on the same database made.
+  uint64_t rev = 0;
 };
 
 struct JobStatus {
@@ -64,6 +68,7 @@ struct JobStatus {
   int tasks_total = 0, tasks_done = 0, tasks_running = 0;
   int tasks_failed = 0;  // DONE tasks the failure predicate calls failed
   std::string payload;  // opaque (the serialized JobSpec)
+  uint64_t rev = 0;     // the store revision of the job row's last write
 };
 
 }  // namespace coordinator

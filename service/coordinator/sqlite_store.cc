@@ -2,42 +2,17 @@
 
 #include <sqlite3.h>
 
-#include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
+#include "service/coordinator/store_codec.h"
 
 namespace mxval {
 namespace coordinator {
 namespace {
 
-constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
-
-int64_t Us(absl::Time t) {
-  if (t == absl::InfinitePast()) return kNone;
-  return absl::ToUnixMicros(t);
-}
-absl::Time FromUs(int64_t us) { return us == kNone ? absl::InfinitePast() : absl::FromUnixMicros(us); }
-
-std::string AttemptsJson(const std::vector<AttemptRecord>& attempts) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const AttemptRecord& r : attempts) {
-    a.push_back({{"w", r.worker_id}, {"s", Us(r.started)}, {"f", Us(r.finished)}, {"i", r.infra_failure}, {"d", r.detail},
-              {"v", r.device}});
-  }
-  return a.dump();
-}
-
-std::vector<AttemptRecord> ParseAttempts(const std::string& text) {
-  std::vector<AttemptRecord> out;
-  nlohmann::json a = nlohmann::json::parse(text, nullptr, false);
-  if (!a.is_array()) return out;
-  for (const auto& r : a) {
-    out.push_back(AttemptRecord{r.value("w", ""), FromUs(r.value("s", kNone)), FromUs(r.value("f", kNone)),
-                                r.value("i", false), r.value("d", ""), r.value("v", 0)});
-  }
-  return out;
-}
+constexpr int64_t kNone = kNoTime;
+int64_t Us(absl::Time t) { return TimeToUs(t); }
+absl::Time FromUs(int64_t us) { return TimeFromUs(us); }
 
 // A prepared statement: owned (finalized on destruction), or borrowed from
 // the store's cache (reset and unbound on destruction, ready for reuse).
@@ -74,12 +49,60 @@ class Stmt {
   bool owned_ = true;
 };
 
-constexpr int kTaskUpsert = 0, kNextId = 1;
-constexpr char kTaskUpsertSql[] =
-    "INSERT INTO tasks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
-    " ON CONFLICT(task_id) DO UPDATE SET state=?7, attempts=?8, lease_id=?9, lease_worker=?10,"
-    " lease_expiry_us=?11, has_result=?12, reused=?13, infra_failed=?14, result=?15, first_result=?16";
+constexpr int kTaskInsert = 0, kNextId = 1, kTaskUpdate = 2, kNextRev = 3;
+// Column order of the tasks table (and of kTaskColumns below).
+constexpr char kTaskInsertSql[] =
+    "INSERT INTO tasks (task_id, job_id, seq, arch, dedup_key, payload, state, attempts, lease_id, lease_worker,"
+    " lease_expiry_us, has_result, reused, infra_failed, result, first_result, last_worker, last_finished_us, rev)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+// Compare-and-set on the row's revision (?20 the one the writer read).
+constexpr char kTaskUpdateSql[] =
+    "UPDATE tasks SET state=?7, attempts=?8, lease_id=?9, lease_worker=?10, lease_expiry_us=?11, has_result=?12,"
+    " reused=?13, infra_failed=?14, result=?15, first_result=?16, last_worker=?17, last_finished_us=?18, rev=?19"
+    " WHERE task_id=?1 AND rev=?20";
 constexpr char kNextIdSql[] = "UPDATE meta SET value = ?1 WHERE key = 'next_id'";
+constexpr char kNextRevSql[] = "UPDATE meta SET value = value + 1 WHERE key = 'rev' RETURNING value";
+constexpr char kTaskColumns[] =
+    "t.task_id, t.job_id, t.arch, t.dedup_key, t.payload, t.state, t.attempts, t.lease_id, t.lease_worker,"
+    " t.lease_expiry_us, t.has_result, t.reused, t.infra_failed, t.result, t.first_result, t.rev";
+constexpr char kJobColumns[] =
+    "job_id, request_id, priority, state, created_us, deadline_us, finished_us, reuse, payload, rev";
+
+TaskRecord ReadTask(Stmt& st) {
+  TaskRecord t;
+  t.task_id = st.ColText(0);
+  t.job_id = st.ColText(1);
+  t.input.arch = st.ColText(2);
+  t.input.dedup_key = st.ColText(3);
+  t.input.payload = st.ColBlob(4);
+  t.state = static_cast<TaskState>(st.ColInt(5));
+  t.attempts = AttemptsFromJson(st.ColText(6));
+  t.lease_id = st.ColText(7);
+  t.lease_worker = st.ColText(8);
+  t.lease_expiry = FromUs(st.ColInt(9));
+  t.has_result = st.ColInt(10) != 0;
+  t.reused = st.ColInt(11) != 0;
+  t.infra_failed = st.ColInt(12) != 0;
+  t.result = st.ColBlob(13);
+  t.first_result = st.ColBlob(14);
+  t.rev = static_cast<uint64_t>(st.ColInt(15));
+  return t;
+}
+
+StoredJob ReadJob(Stmt& st) {
+  StoredJob j;
+  j.status.job_id = st.ColText(0);
+  j.status.request_id = st.ColText(1);
+  j.status.priority = static_cast<int>(st.ColInt(2));
+  j.status.state = static_cast<JobState>(st.ColInt(3));
+  j.status.created = FromUs(st.ColInt(4));
+  if (st.ColInt(5) != kNone) j.status.deadline = FromUs(st.ColInt(5));
+  if (st.ColInt(6) != kNone) j.status.finished = FromUs(st.ColInt(6));
+  j.reuse = st.ColInt(7) != 0;
+  j.status.payload = st.ColBlob(8);
+  j.status.rev = static_cast<uint64_t>(st.ColInt(9));
+  return j;
+}
 
 absl::Status Err(sqlite3* db, const std::string& what) {
   return absl::UnavailableError(absl::StrCat("store: ", what, ": ", sqlite3_errmsg(db)));
@@ -87,7 +110,7 @@ absl::Status Err(sqlite3* db, const std::string& what) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path, SqliteStoreOptions options) {
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr) !=
       SQLITE_OK) {
@@ -95,12 +118,12 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
     sqlite3_close(db);
     return st;
   }
-  std::unique_ptr<SqliteStore> s(new SqliteStore(db));
+  std::unique_ptr<SqliteStore> s(new SqliteStore(db, options.shared));
   absl::MutexLock l(&s->mu_);
   static const char* kSchema[] = {
+      "PRAGMA busy_timeout=10000",
       "PRAGMA journal_mode=WAL",
       "PRAGMA synchronous=NORMAL",
-      "PRAGMA busy_timeout=5000",
       "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
       "CREATE TABLE IF NOT EXISTS jobs (job_id TEXT PRIMARY KEY, request_id TEXT, priority INTEGER, state INTEGER,"
       " created_us INTEGER, deadline_us INTEGER, finished_us INTEGER, reuse INTEGER, seq INTEGER, payload BLOB)",
@@ -114,27 +137,40 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   for (const char* sql : kSchema) {
     if (absl::Status st = s->Exec(sql); !st.ok()) return st;
   }
-  // Versioned migrations, applied in order at start-up, each in a transaction.
-  static const std::pair<int, const char*> kMigrations[] = {
-      {2, "ALTER TABLE tasks ADD COLUMN first_result BLOB NOT NULL DEFAULT x''"},  // triage re-runs
-      {3, "CREATE TABLE libraries (name TEXT PRIMARY KEY, payload BLOB NOT NULL)"},  // admin registrations
+  // Versioned migrations, applied in order at start-up, each in a transaction
+  // (BEGIN IMMEDIATE: a second process opening the file waits, then skips).
+  static const std::pair<int, std::vector<const char*>> kMigrations[] = {
+      {2, {"ALTER TABLE tasks ADD COLUMN first_result BLOB NOT NULL DEFAULT x''"}},  // triage re-runs
+      {3, {"CREATE TABLE libraries (name TEXT PRIMARY KEY, payload BLOB NOT NULL)"}},  // admin registrations
+      {4,  // revisions (change feed, compare-and-set) and claims by the store
+       {"ALTER TABLE jobs ADD COLUMN rev INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE tasks ADD COLUMN rev INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE tasks ADD COLUMN last_worker TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE tasks ADD COLUMN last_finished_us INTEGER NOT NULL DEFAULT -9223372036854775808",
+        "CREATE INDEX jobs_by_rev ON jobs(rev)", "CREATE INDEX tasks_by_rev ON tasks(rev)",
+        "CREATE INDEX tasks_queued ON tasks(arch, rev) WHERE state = 0",
+        "CREATE UNIQUE INDEX jobs_by_request ON jobs(request_id) WHERE request_id <> ''",
+        "INSERT OR IGNORE INTO meta VALUES ('rev', 0)"}},
   };
-  int64_t version = 1;
-  {
-    Stmt st(s->db_, "SELECT value FROM meta WHERE key = 'schema_version'");
-    if (st.ok() && sqlite3_step(st.get()) == SQLITE_ROW) version = st.ColInt(0);
-  }
-  for (const auto& [to, sql] : kMigrations) {
-    if (version >= to) continue;
+  for (const auto& [to, statements] : kMigrations) {
     if (absl::Status st = s->Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
-    absl::Status st = s->Exec(sql);
-    if (st.ok()) st = s->Exec(absl::StrCat("UPDATE meta SET value = ", to, " WHERE key = 'schema_version'").c_str());
+    int64_t version = 1;
+    {
+      Stmt st(s->db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+      if (st.ok() && sqlite3_step(st.get()) == SQLITE_ROW) version = st.ColInt(0);
+    }
+    absl::Status st;
+    if (version < to) {
+      for (const char* sql : statements) {
+        if (st.ok()) st = s->Exec(sql);
+      }
+      if (st.ok()) st = s->Exec(absl::StrCat("UPDATE meta SET value = ", to, " WHERE key = 'schema_version'").c_str());
+    }
     if (!st.ok()) {
       (void)s->Exec("ROLLBACK");
       return st;
     }
     if (absl::Status c = s->Exec("COMMIT"); !c.ok()) return c;
-    version = to;
   }
   return s;
 }
@@ -161,25 +197,35 @@ absl::Status SqliteStore::Exec(const char* sql) {
 }
 
 absl::Status SqliteStore::WriteNextIdLocked(uint64_t next_id) {
+  if (shared_) return absl::OkStatus();  // ids come from AllocateId
   Stmt st(PreparedLocked(kNextId, kNextIdSql));
   if (!st.ok()) return Err(db_, "prepare next_id");
   st.Int(1, static_cast<int64_t>(next_id));
   return sqlite3_step(st.get()) == SQLITE_DONE ? absl::OkStatus() : Err(db_, "next_id");
 }
 
-absl::Status SqliteStore::WriteTaskLocked(const TaskRecord& t) {
-  Stmt st(PreparedLocked(kTaskUpsert, kTaskUpsertSql));
+absl::StatusOr<uint64_t> SqliteStore::NextRevLocked() {
+  Stmt st(PreparedLocked(kNextRev, kNextRevSql));
+  if (!st.ok() || sqlite3_step(st.get()) != SQLITE_ROW) return Err(db_, "next revision");
+  const uint64_t rev = static_cast<uint64_t>(st.ColInt(0));
+  if (sqlite3_step(st.get()) != SQLITE_DONE) return Err(db_, "next revision");
+  return rev;
+}
+
+absl::Status SqliteStore::WriteTaskLocked(TaskRecord& t, bool insert) {
+  auto rev = NextRevLocked();
+  if (!rev.ok()) return rev.status();
+  Stmt st(insert ? PreparedLocked(kTaskInsert, kTaskInsertSql) : PreparedLocked(kTaskUpdate, kTaskUpdateSql));
   if (!st.ok()) return Err(db_, "prepare task");
   // seq: position in the job (task ids are "<job>-t<i>"); global order comes from the job's seq.
-  const size_t t_pos = t.task_id.rfind("-t");
   st.Text(1, t.task_id);
   st.Text(2, t.job_id);
-  st.Int(3, t_pos == std::string::npos ? 0 : std::stoll(t.task_id.substr(t_pos + 2)));
+  st.Int(3, TaskSeq(t.task_id));
   st.Text(4, t.input.arch);
   st.Text(5, t.input.dedup_key);
   st.Blob(6, t.input.payload);
   st.Int(7, static_cast<int>(t.state));
-  st.Text(8, AttemptsJson(t.attempts));
+  st.Text(8, AttemptsToJson(t.attempts));
   st.Text(9, t.lease_id);
   st.Text(10, t.lease_worker);
   st.Int(11, Us(t.lease_expiry));
@@ -188,20 +234,46 @@ absl::Status SqliteStore::WriteTaskLocked(const TaskRecord& t) {
   st.Int(14, t.infra_failed);
   st.Blob(15, t.result);
   st.Blob(16, t.first_result);
-  return sqlite3_step(st.get()) == SQLITE_DONE ? absl::OkStatus() : Err(db_, "write task");
+  st.Text(17, LastWorker(t));
+  st.Int(18, LastFinishedUs(t));
+  st.Int(19, static_cast<int64_t>(*rev));
+  if (!insert) st.Int(20, static_cast<int64_t>(t.rev));
+  if (sqlite3_step(st.get()) != SQLITE_DONE) return Err(db_, "write task");
+  if (!insert && sqlite3_changes(db_) != 1) {
+    return absl::AbortedError(absl::StrCat("store: task ", t.task_id, " changed since revision ", t.rev));
+  }
+  t.rev = *rev;
+  return absl::OkStatus();
 }
 
-absl::Status SqliteStore::InsertJob(const StoredJob& job, const std::vector<TaskRecord>& tasks, uint64_t next_id) {
+absl::Status SqliteStore::InsertJob(StoredJob& job, std::vector<TaskRecord>& tasks, uint64_t next_id) {
   absl::MutexLock l(&mu_);
   if (absl::Status st = Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
   auto fail = [&](absl::Status st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     (void)Exec("ROLLBACK");
     return st;
   };
+  JobStatus& j = job.status;
+  if (!j.request_id.empty()) {
+    std::string existing;
+    {
+      Stmt st(db_, "SELECT job_id FROM jobs WHERE request_id = ?1");
+      st.Text(1, j.request_id);
+      if (st.ok() && sqlite3_step(st.get()) == SQLITE_ROW) existing = st.ColText(0);
+    }
+    if (!existing.empty()) return fail(absl::AlreadyExistsError(existing));
+  }
+  std::vector<uint64_t> old_revs;
+  for (TaskRecord& t : tasks) {
+    old_revs.push_back(t.rev);
+    if (absl::Status st = WriteTaskLocked(t, /*insert=*/true); !st.ok()) return fail(st);
+  }
+  auto rev = NextRevLocked();
+  if (!rev.ok()) return fail(rev.status());
   {
-    Stmt st(db_, "INSERT INTO jobs VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT COUNT(*) FROM jobs), ?9)");
+    Stmt st(db_, "INSERT INTO jobs (job_id, request_id, priority, state, created_us, deadline_us, finished_us, reuse,"
+                 " seq, payload, rev) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT COUNT(*) FROM jobs), ?9, ?10)");
     if (!st.ok()) return fail(Err(db_, "prepare job"));
-    const JobStatus& j = job.status;
     st.Text(1, j.job_id);
     st.Text(2, j.request_id);
     st.Int(3, j.priority);
@@ -211,89 +283,166 @@ absl::Status SqliteStore::InsertJob(const StoredJob& job, const std::vector<Task
     st.Int(7, j.finished ? Us(*j.finished) : kNone);
     st.Int(8, job.reuse);
     st.Blob(9, j.payload);
+    st.Int(10, static_cast<int64_t>(*rev));
     if (sqlite3_step(st.get()) != SQLITE_DONE) return fail(Err(db_, "insert job"));
   }
-  for (const TaskRecord& t : tasks) {
-    if (absl::Status st = WriteTaskLocked(t); !st.ok()) return fail(st);
-  }
   if (absl::Status st = WriteNextIdLocked(next_id); !st.ok()) return fail(st);
-  return Exec("COMMIT");
-}
-
-absl::Status SqliteStore::UpdateTask(const TaskRecord& task, uint64_t next_id) {
-  absl::MutexLock l(&mu_);
-  if (absl::Status st = Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
-  absl::Status st = WriteTaskLocked(task);
-  if (st.ok()) st = WriteNextIdLocked(next_id);
-  if (!st.ok()) {
+  if (absl::Status st = Exec("COMMIT"); !st.ok()) {
     (void)Exec("ROLLBACK");
+    for (size_t i = 0; i < tasks.size(); ++i) tasks[i].rev = old_revs[i];
     return st;
   }
-  return Exec("COMMIT");
+  j.rev = *rev;
+  return absl::OkStatus();
 }
 
-absl::Status SqliteStore::UpdateJob(const JobStatus& j) {
+absl::Status SqliteStore::UpdateTask(TaskRecord& task, uint64_t next_id) {
   absl::MutexLock l(&mu_);
-  Stmt st(db_, "UPDATE jobs SET state = ?2, finished_us = ?3 WHERE job_id = ?1");
-  st.Text(1, j.job_id);
-  st.Int(2, static_cast<int>(j.state));
-  st.Int(3, j.finished ? Us(*j.finished) : kNone);
-  return sqlite3_step(st.get()) == SQLITE_DONE ? absl::OkStatus() : Err(db_, "update job");
+  if (absl::Status st = Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
+  const uint64_t old_rev = task.rev;
+  absl::Status st = WriteTaskLocked(task, /*insert=*/false);
+  if (st.ok()) st = WriteNextIdLocked(next_id);
+  if (st.ok()) st = Exec("COMMIT");
+  if (!st.ok()) {
+    (void)Exec("ROLLBACK");
+    task.rev = old_rev;
+  }
+  return st;
+}
+
+absl::Status SqliteStore::UpdateJob(JobStatus& j) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status st = Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
+  auto rev = NextRevLocked();
+  absl::Status status = rev.status();
+  if (status.ok()) {
+    Stmt st(db_, "UPDATE jobs SET state = ?2, finished_us = ?3, rev = ?4 WHERE job_id = ?1");
+    st.Text(1, j.job_id);
+    st.Int(2, static_cast<int>(j.state));
+    st.Int(3, j.finished ? Us(*j.finished) : kNone);
+    st.Int(4, static_cast<int64_t>(*rev));
+    if (sqlite3_step(st.get()) != SQLITE_DONE) status = Err(db_, "update job");
+  }
+  if (status.ok()) status = Exec("COMMIT");
+  if (!status.ok()) {
+    (void)Exec("ROLLBACK");
+    return status;
+  }
+  j.rev = *rev;
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::ReadRowsLocked(const std::string& where_jobs, const std::string& where_tasks,
+                                         uint64_t since, std::vector<StoredJob>* jobs,
+                                         std::vector<TaskRecord>* tasks, uint64_t* rev) {
+  {
+    Stmt st(db_, "SELECT value FROM meta WHERE key = 'rev'");
+    if (st.ok() && sqlite3_step(st.get()) == SQLITE_ROW) *rev = static_cast<uint64_t>(st.ColInt(0));
+  }
+  {
+    Stmt st(db_, absl::StrCat("SELECT ", kJobColumns, " FROM jobs ", where_jobs).c_str());
+    if (!st.ok()) return Err(db_, "load jobs");
+    st.Int(1, static_cast<int64_t>(since));
+    int rc;
+    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) jobs->push_back(ReadJob(st));
+    if (rc != SQLITE_DONE) return Err(db_, "load jobs");
+  }
+  Stmt st(db_, absl::StrCat("SELECT ", kTaskColumns, " FROM tasks t JOIN jobs j ON t.job_id = j.job_id ", where_tasks)
+                   .c_str());
+  if (!st.ok()) return Err(db_, "load tasks");
+  st.Int(1, static_cast<int64_t>(since));
+  int rc;
+  while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) tasks->push_back(ReadTask(st));
+  return rc == SQLITE_DONE ? absl::OkStatus() : Err(db_, "load tasks");
 }
 
 absl::StatusOr<StoreSnapshot> SqliteStore::Load() {
   absl::MutexLock l(&mu_);
   StoreSnapshot snap;
+  if (absl::Status st = Exec("BEGIN"); !st.ok()) return st;  // one consistent read
   {
     Stmt st(db_, "SELECT value FROM meta WHERE key = 'next_id'");
     if (sqlite3_step(st.get()) == SQLITE_ROW) snap.next_id = static_cast<uint64_t>(st.ColInt(0));
   }
-  {
-    Stmt st(db_,
-            "SELECT job_id, request_id, priority, state, created_us, deadline_us, finished_us, reuse, payload FROM jobs"
-            " ORDER BY seq");
-    if (!st.ok()) return Err(db_, "load jobs");
-    while (sqlite3_step(st.get()) == SQLITE_ROW) {
-      StoredJob j;
-      j.status.job_id = st.ColText(0);
-      j.status.request_id = st.ColText(1);
-      j.status.priority = static_cast<int>(st.ColInt(2));
-      j.status.state = static_cast<JobState>(st.ColInt(3));
-      j.status.created = FromUs(st.ColInt(4));
-      if (st.ColInt(5) != kNone) j.status.deadline = FromUs(st.ColInt(5));
-      if (st.ColInt(6) != kNone) j.status.finished = FromUs(st.ColInt(6));
-      j.reuse = st.ColInt(7) != 0;
-      j.status.payload = st.ColBlob(8);
-      snap.jobs.push_back(std::move(j));
-    }
-  }
-  {
-    Stmt st(db_,
-            "SELECT t.task_id, t.job_id, t.arch, t.dedup_key, t.payload, t.state, t.attempts, t.lease_id, t.lease_worker,"
-            " t.lease_expiry_us, t.has_result, t.reused, t.infra_failed, t.result, t.first_result FROM tasks t JOIN jobs j"
-            " ON t.job_id = j.job_id ORDER BY j.seq, t.seq");
-    if (!st.ok()) return Err(db_, "load tasks");
-    while (sqlite3_step(st.get()) == SQLITE_ROW) {
-      TaskRecord t;
-      t.task_id = st.ColText(0);
-      t.job_id = st.ColText(1);
-      t.input.arch = st.ColText(2);
-      t.input.dedup_key = st.ColText(3);
-      t.input.payload = st.ColBlob(4);
-      t.state = static_cast<TaskState>(st.ColInt(5));
-      t.attempts = ParseAttempts(st.ColText(6));
-      t.lease_id = st.ColText(7);
-      t.lease_worker = st.ColText(8);
-      t.lease_expiry = FromUs(st.ColInt(9));
-      t.has_result = st.ColInt(10) != 0;
-      t.reused = st.ColInt(11) != 0;
-      t.infra_failed = st.ColInt(12) != 0;
-      t.result = st.ColBlob(13);
-      t.first_result = st.ColBlob(14);
-      snap.tasks.push_back(std::move(t));
-    }
-  }
+  absl::Status st = ReadRowsLocked("WHERE ?1 >= 0 ORDER BY seq", "WHERE ?1 >= 0 ORDER BY j.seq, t.seq", 0, &snap.jobs,
+                                   &snap.tasks, &snap.rev);
+  (void)Exec("COMMIT");
+  if (!st.ok()) return st;
   return snap;
+}
+
+absl::StatusOr<StoreChanges> SqliteStore::ChangesSince(uint64_t rev) {
+  absl::MutexLock l(&mu_);
+  StoreChanges c;
+  c.rev = rev;
+  if (absl::Status st = Exec("BEGIN"); !st.ok()) return st;
+  absl::Status st = ReadRowsLocked("WHERE rev > ?1 ORDER BY rev", "WHERE t.rev > ?1 ORDER BY t.rev", rev, &c.jobs,
+                                   &c.tasks, &c.rev);
+  (void)Exec("COMMIT");
+  if (!st.ok()) return st;
+  return c;
+}
+
+absl::StatusOr<uint64_t> SqliteStore::AllocateId() {
+  absl::MutexLock l(&mu_);
+  Stmt st(db_, "UPDATE meta SET value = value + 1 WHERE key = 'next_id' RETURNING value - 1");
+  if (!st.ok() || sqlite3_step(st.get()) != SQLITE_ROW) return Err(db_, "allocate id");
+  const uint64_t id = static_cast<uint64_t>(st.ColInt(0));
+  if (sqlite3_step(st.get()) != SQLITE_DONE) return Err(db_, "allocate id");
+  return id;
+}
+
+absl::StatusOr<std::optional<TaskRecord>> SqliteStore::ClaimTask(const ClaimRequest& r) {
+  absl::MutexLock l(&mu_);
+  if (r.archs.empty()) return std::optional<TaskRecord>();
+  // BEGIN IMMEDIATE takes SQLite's single write lock: claims by several
+  // processes on one file are serialized (SQLite has no row locks to skip).
+  if (absl::Status st = Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
+  std::string in;
+  for (size_t i = 0; i < r.archs.size(); ++i) absl::StrAppend(&in, i ? "," : "", "?", i + 4);
+  std::optional<TaskRecord> found;
+  {
+    Stmt st(db_, absl::StrCat("SELECT ", kTaskColumns, " FROM tasks t JOIN jobs j ON t.job_id = j.job_id",
+                              " WHERE t.state = 0 AND j.state IN (0, 1) AND t.arch IN (", in, ")",
+                              " AND NOT (t.last_worker = ?1 AND t.last_finished_us > ?2)",
+                              " ORDER BY (t.last_worker = ?1), j.priority DESC, t.rev, t.seq LIMIT ?3")
+                     .c_str());
+    if (!st.ok()) {
+      (void)Exec("ROLLBACK");
+      return Err(db_, "prepare claim");
+    }
+    st.Text(1, r.worker_id);
+    st.Int(2, Us(r.now - r.retry_elsewhere_grace));
+    st.Int(3, 1);
+    int i = 4;
+    for (const std::string& a : r.archs) st.Text(i++, a);
+    const int rc = sqlite3_step(st.get());
+    if (rc == SQLITE_ROW) found = ReadTask(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      absl::Status e = Err(db_, "claim");
+      (void)Exec("ROLLBACK");
+      return e;
+    }
+  }
+  if (!found) {
+    (void)Exec("COMMIT");
+    return found;
+  }
+  // The lease id names the revision the claim is written at.
+  uint64_t next_rev = 0;
+  {
+    Stmt peek(db_, "SELECT value + 1 FROM meta WHERE key = 'rev'");
+    if (peek.ok() && sqlite3_step(peek.get()) == SQLITE_ROW) next_rev = static_cast<uint64_t>(peek.ColInt(0));
+  }
+  TaskRecord leased = LeasedRow(*found, r, found->rev);
+  leased.lease_id = "lease-r" + std::to_string(next_rev);
+  absl::Status st = WriteTaskLocked(leased, /*insert=*/false);
+  if (st.ok()) st = Exec("COMMIT");
+  if (!st.ok()) {
+    (void)Exec("ROLLBACK");
+    return st;
+  }
+  return std::optional<TaskRecord>(std::move(leased));
 }
 
 absl::Status SqliteStore::PutLibrary(const std::string& name, const std::string& payload) {

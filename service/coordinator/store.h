@@ -1,17 +1,32 @@
-// Durable coordinator state behind an interface (SQLite now, PostgreSQL later).
+// Durable coordinator state behind an interface: SQLite (the embedded
+// default, one coordinator per file) and PostgreSQL (several coordinators on
+// one database).
 //
 // The scheduler writes every transition through the store *before* applying
 // it in memory, so whatever a caller was told (job accepted, lease granted,
 // result recorded) survives a crash; on start it rebuilds from Load().
+//
+// Revisions: every write of a job or task row takes the next value of one
+// store-wide counter and stamps it into the row (`rev`). The counter is taken
+// last in each write transaction and its row lock is held to commit, so
+// revisions become visible in order: a reader that has seen revision R has
+// seen every change up to R. Task writes are compare-and-set on the row's
+// revision (ABORTED if another writer got there first). A shared store
+// (shared() == true) lets several coordinators use one database: they take
+// ids and leases from it (AllocateId, ClaimTask) and follow each other's
+// changes with ChangesSince.
 #ifndef MXVAL_SERVICE_COORDINATOR_STORE_H_
 #define MXVAL_SERVICE_COORDINATOR_STORE_H_
 
 #include <cstdint>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "service/coordinator/scheduler_types.h"
 
 namespace mxval {
@@ -26,18 +41,63 @@ struct StoreSnapshot {
   std::vector<StoredJob> jobs;
   std::vector<TaskRecord> tasks;  // in submission order
   uint64_t next_id = 1;
+  uint64_t rev = 0;  // the revision the snapshot is at
+};
+
+// Rows written after a revision, in revision order, and the revision they
+// bring the reader to.
+struct StoreChanges {
+  std::vector<StoredJob> jobs;
+  std::vector<TaskRecord> tasks;
+  uint64_t rev = 0;
+};
+
+// What a worker asks for when it polls (shared stores pick the task).
+struct ClaimRequest {
+  std::string worker_id;
+  std::set<std::string> archs;
+  int device = 0;
+  absl::Time now;
+  absl::Duration lease_duration;
+  // A task whose last attempt ran on this worker and ended less than this
+  // long ago is not offered to it; one that ever ran there comes last.
+  absl::Duration retry_elsewhere_grace;
 };
 
 class Store {
  public:
   virtual ~Store() = default;
-  // Inserts a job with all its tasks atomically (all or nothing).
-  virtual absl::Status InsertJob(const StoredJob& job, const std::vector<TaskRecord>& tasks, uint64_t next_id) = 0;
-  // Writes the whole task row (state, attempts, lease, result).
-  virtual absl::Status UpdateTask(const TaskRecord& task, uint64_t next_id) = 0;
-  // Writes the job's state and finish time.
-  virtual absl::Status UpdateJob(const JobStatus& job) = 0;
+  // Inserts a job with all its tasks atomically (all or nothing) and stamps
+  // their revisions. ALREADY_EXISTS (message: the existing job id) if a job
+  // with the same non-empty request id is stored; UNAVAILABLE on I/O errors.
+  virtual absl::Status InsertJob(StoredJob& job, std::vector<TaskRecord>& tasks, uint64_t next_id) = 0;
+  // Writes the whole task row (state, attempts, lease, result) if its stored
+  // revision is still task.rev, and sets task.rev to the new revision.
+  // ABORTED if another writer changed the row since; UNAVAILABLE on I/O.
+  // `next_id` is the caller's id counter (ignored by shared stores).
+  virtual absl::Status UpdateTask(TaskRecord& task, uint64_t next_id) = 0;
+  // Writes the job's state and finish time; sets job.rev.
+  virtual absl::Status UpdateJob(JobStatus& job) = 0;
   virtual absl::StatusOr<StoreSnapshot> Load() = 0;
+
+  // Several coordinators may use this store at once.
+  virtual bool shared() const { return false; }
+  // A fresh id, unique across every coordinator on the store.
+  virtual absl::StatusOr<uint64_t> AllocateId() {
+    return absl::UnimplementedError("store: not a shared store");
+  }
+  // Atomically picks the best queued task for the request (highest job
+  // priority, then the longest queued; one that ran on this worker last) and
+  // leases it: state LEASED, lease id "lease-r<rev>", a new attempt. Rows
+  // another coordinator is claiming at the same moment are skipped, not
+  // waited for. nullopt when nothing fits.
+  virtual absl::StatusOr<std::optional<TaskRecord>> ClaimTask(const ClaimRequest& request) {
+    return absl::UnimplementedError("store: not a shared store");
+  }
+  // Job and task rows written after `rev`.
+  virtual absl::StatusOr<StoreChanges> ChangesSince(uint64_t rev) {
+    return absl::UnimplementedError("store: not a shared store");
+  }
 
   // Registered kernel libraries (serialized KernelLibraryRegistration by
   // name). Stores that do not keep them answer UNIMPLEMENTED / nothing.
@@ -49,6 +109,18 @@ class Store {
   }
   virtual absl::StatusOr<std::vector<std::string>> LoadLibraries() { return std::vector<std::string>{}; }
 };
+
+// The lease a claim grants: the task row as ClaimTask leaves it (before the
+// revision is stamped). Shared by the store implementations.
+inline TaskRecord LeasedRow(TaskRecord t, const ClaimRequest& r, uint64_t rev) {
+  t.state = TaskState::kLeased;
+  t.lease_id = "lease-r" + std::to_string(rev);
+  t.lease_worker = r.worker_id;
+  t.lease_expiry = r.now + r.lease_duration;
+  t.attempts.push_back(AttemptRecord{r.worker_id, r.now, absl::InfinitePast(), false, "", r.device});
+  t.rev = rev;
+  return t;
+}
 
 }  // namespace coordinator
 }  // namespace mxval

@@ -1,0 +1,46 @@
+#include "service/coordinator/store_codec.h"
+
+#include "nlohmann/json.hpp"
+
+namespace mxval {
+namespace coordinator {
+
+int64_t TimeToUs(absl::Time t) { return t == absl::InfinitePast() ? kNoTime : absl::ToUnixMicros(t); }
+absl::Time TimeFromUs(int64_t us) { return us == kNoTime ? absl::InfinitePast() : absl::FromUnixMicros(us); }
+
+std::string AttemptsToJson(const std::vector<AttemptRecord>& attempts) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const AttemptRecord& r : attempts) {
+    a.push_back({{"w", r.worker_id}, {"s", TimeToUs(r.started)}, {"f", TimeToUs(r.finished)}, {"i", r.infra_failure},
+                 {"d", r.detail}, {"v", r.device}});
+  }
+  return a.dump();
+}
+
+std::vector<AttemptRecord> AttemptsFromJson(const std::string& text) {
+  std::vector<AttemptRecord> out;
+  nlohmann::json a = nlohmann::json::parse(text, nullptr, false);
+  if (!a.is_array()) return out;
+  for (const auto& r : a) {
+    if (!r.is_object()) continue;
+    out.push_back(AttemptRecord{r.value("w", ""), TimeFromUs(r.value("s", kNoTime)), TimeFromUs(r.value("f", kNoTime)),
+                                r.value("i", false), r.value("d", ""), r.value("v", 0)});
+  }
+  return out;
+}
+
+int64_t TaskSeq(const std::string& task_id) {
+  const size_t p = task_id.rfind("-t");
+  int64_t i = 0;
+  if (p == std::string::npos) return 0;
+  for (size_t k = p + 2; k < task_id.size() && task_id[k] >= '0' && task_id[k] <= '9' && i < (int64_t{1} << 40); ++k) {
+    i = i * 10 + (task_id[k] - '0');
+  }
+  return i;
+}
+
+std::string LastWorker(const TaskRecord& t) { return t.attempts.empty() ? std::string() : t.attempts.back().worker_id; }
+int64_t LastFinishedUs(const TaskRecord& t) { return t.attempts.empty() ? kNoTime : TimeToUs(t.attempts.back().finished); }
+
+}  // namespace coordinator
+}  // namespace mxval
