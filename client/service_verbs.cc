@@ -31,6 +31,7 @@
 #include "prometheus/registry.h"
 #include "service/coordinator/coordinator_service.h"
 #include "service/coordinator/sqlite_store.h"
+#include "service/coordinator/open_store.h"
 #include "service/web/web_ui.h"
 #include "service/worker/devices.h"
 #include "service/worker/worker.h"
@@ -226,10 +227,13 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   int64_t workers = 0, lease_seconds = 30, max_queued = 1'000'000;
   bool allow_remote = false;
   FlagSet f("serve",
-            "Runs the coordinator (gRPC on --listen, state in the SQLite file --db); with --workers N also N local\n"
+            "Runs the coordinator (gRPC on --listen, state in --db: a SQLite file or a shared PostgreSQL database);\n"
+            "with --workers N also N local\n"
             "CPU workers in this process (the embedded single-machine mode). SIGTERM drains and exits.");
   f.String("listen", &listen, "address to listen on (port 0 picks one; printed on stdout)");
-  f.String("db", &db, "SQLite file holding jobs, leases and results");
+  f.String("db", &db,
+           "where jobs, leases and results live: a SQLite file, or a PostgreSQL URI (postgresql://user@host/db)\n"
+           "that several coordinators share");
   f.Int("workers", &workers, "embedded local CPU workers");
   f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries for embedded workers");
   f.Int("lease-seconds", &lease_seconds, "task lease duration");
@@ -312,8 +316,9 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   if (workers < 0 || workers > 256) return Usage(err, "serve", "--workers must be in [0, 256]");
   if (lease_seconds < 1 || lease_seconds > 3600) return Usage(err, "serve", "--lease-seconds must be in [1, 3600]");
-  auto store = coordinator::SqliteStore::Open(db);
+  auto store = coordinator::OpenStore(db);
   if (!store.ok()) return Usage(err, "serve", absl::StrCat("--db: ", store.status().message()));
+  err << "mxval serve: state in " << coordinator::DescribeStore(db) << "\n";
   coordinator::SchedulerOptions so;
   so.lease_duration = absl::Seconds(lease_seconds);
   so.max_queued_tasks = max_queued;
@@ -427,11 +432,16 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     local.push_back(std::move(*w));
   }
   for (auto& w : local) worker_threads.emplace_back([&w] { (void)w->Run(); });  // `local` no longer grows
-  std::thread ticker([&] {  // lease expiry, deadlines and gauges even when nobody polls
+  // Lease expiry, deadlines and gauges even when nobody polls; on a shared
+  // store also what the other coordinators wrote (their jobs, leases,
+  // results and cancels), so watches and long polls here see them.
+  const bool shared_store = (*store)->shared();
+  std::thread ticker([&] {
     while (!stop) {
+      if (shared_store) (void)(*scheduler)->Sync();
       (*scheduler)->Tick();
       coord.RefreshMetrics();
-      absl::SleepFor(absl::Milliseconds(250));
+      absl::SleepFor(absl::Milliseconds(shared_store ? 100 : 250));
     }
   });
   signals.join();

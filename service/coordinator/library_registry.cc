@@ -23,18 +23,31 @@ absl::Status ValidateRegistration(const v1::KernelLibraryRegistration& r, const 
 
 absl::StatusOr<std::unique_ptr<LibraryRegistry>> LibraryRegistry::Create(Store* store) {
   std::unique_ptr<LibraryRegistry> reg(new LibraryRegistry(store));
-  if (store == nullptr) return reg;
-  auto rows = store->LoadLibraries();
-  if (!rows.ok()) return rows.status();
   absl::MutexLock l(&reg->mu_);
+  if (absl::Status st = reg->LoadLocked(); !st.ok()) return st;
+  return reg;
+}
+
+absl::Status LibraryRegistry::LoadLocked() {
+  if (store_ == nullptr) return absl::OkStatus();
+  auto rows = store_->LoadLibraries();
+  if (!rows.ok()) return rows.status();
+  LibraryMap loaded;
   for (const std::string& row : *rows) {
     v1::KernelLibraryRegistration r;
     if (!r.ParseFromString(row) || !ValidateRegistration(r, "stored").ok()) {
       return absl::InternalError("store: a stored kernel library registration does not parse");
     }
-    reg->libraries_[r.name()] = r;
+    loaded[r.name()] = r;
   }
-  return reg;
+  libraries_ = std::move(loaded);
+  return absl::OkStatus();
+}
+
+void LibraryRegistry::FollowSharedLocked() {
+  // Another coordinator on the same database may have (un)registered one.
+  // A failed read keeps the last known set (the store error surfaces on writes).
+  if (store_ != nullptr && store_->shared()) (void)LoadLocked();
 }
 
 absl::StatusOr<v1::KernelLibraryRegistration> LibraryRegistry::Register(v1::KernelLibraryRegistration r,
@@ -54,6 +67,7 @@ absl::StatusOr<v1::KernelLibraryRegistration> LibraryRegistry::Register(v1::Kern
 
 absl::Status LibraryRegistry::Unregister(const std::string& name) {
   absl::MutexLock l(&mu_);
+  FollowSharedLocked();
   if (!libraries_.count(name)) {
     return absl::NotFoundError(absl::StrCat("name: no kernel library '", name, "' is registered"));
   }
@@ -64,8 +78,9 @@ absl::Status LibraryRegistry::Unregister(const std::string& name) {
   return absl::OkStatus();
 }
 
-LibraryMap LibraryRegistry::Snapshot() const {
+LibraryMap LibraryRegistry::Snapshot() {
   absl::MutexLock l(&mu_);
+  FollowSharedLocked();
   return libraries_;
 }
 

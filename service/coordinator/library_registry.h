@@ -5,7 +5,8 @@
 // library, and workers refuse to load a file whose digest differs
 // (KernelLibrary::OpenVerified). Registrations are persisted through the
 // store (when it keeps them) before they take effect, so a restarted
-// coordinator accepts the same jobs.
+// coordinator accepts the same jobs, and coordinators sharing a PostgreSQL
+// store see each other's registrations.
 #ifndef MXVAL_SERVICE_COORDINATOR_LIBRARY_REGISTRY_H_
 #define MXVAL_SERVICE_COORDINATOR_LIBRARY_REGISTRY_H_
 
@@ -41,10 +42,14 @@ class LibraryRegistry {
                                                           absl::Time now);
   // NOT_FOUND for an unknown name; UNAVAILABLE if the store write fails.
   absl::Status Unregister(const std::string& name);
-  LibraryMap Snapshot() const;
+  // The registrations in force; with a shared store, read from it each time
+  // (a registration made through another coordinator counts at once).
+  LibraryMap Snapshot();
 
  private:
   explicit LibraryRegistry(Store* store) : store_(store) {}
+  absl::Status LoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FollowSharedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Store* const store_;
   mutable absl::Mutex mu_;
   LibraryMap libraries_ ABSL_GUARDED_BY(mu_);
