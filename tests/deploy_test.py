@@ -58,7 +58,7 @@ def main():
             check(doc["metadata"].get("namespace") == "mxval", "%s %s is in namespace mxval" % (fn, doc["metadata"]["name"]))
     for kind in ("StatefulSet", "DaemonSet", "Service", "ServiceMonitor", "PodMonitor", "NetworkPolicy"):
         check(kind in kinds, "a %s is defined" % kind)
-    for doc in kinds.get("StatefulSet", []) + kinds.get("DaemonSet", []):
+    for doc in kinds.get("StatefulSet", []) + kinds.get("DaemonSet", []) + kinds.get("Deployment", []):
         name = doc["metadata"]["name"]
         spec = doc["spec"]
         tmpl = spec["template"]
@@ -72,7 +72,19 @@ def main():
             check(sc.get("allowPrivilegeEscalation") is False, "%s disallows privilege escalation" % name)
             check(c.get("livenessProbe") is not None, "%s has a liveness probe" % name)
             args = " ".join(c.get("args", []))
-            if doc["kind"] == "StatefulSet":
+            if doc["kind"] == "Deployment":  # coordinators on a shared PostgreSQL database
+                check(c.get("readinessProbe", {}).get("grpc", {}).get("port") == 50051,
+                      "%s readiness is the gRPC health check" % name)
+                check(re.search(r"--db=postgres(ql)?://", args) is not None, "%s uses the PostgreSQL store" % name)
+                check(not re.search(r"--db=postgres(ql)?://[^ @/]*:[^ @/]*@", args),
+                      "%s keeps the password off the command line" % name)
+                env = {e["name"]: e for e in c.get("env", [])}
+                check("secretKeyRef" in env.get("PGPASSWORD", {}).get("valueFrom", {}),
+                      "%s takes the database password from a Secret" % name)
+                check(spec.get("replicas", 1) >= 2, "%s runs several coordinators" % name)
+                check(tmpl["metadata"]["labels"].get("app.kubernetes.io/component") == "coordinator",
+                      "%s pods are behind the coordinator Service" % name)
+            elif doc["kind"] == "StatefulSet":
                 check(c.get("readinessProbe", {}).get("grpc", {}).get("port") == 50051,
                       "%s readiness is the gRPC health check" % name)
                 check("--db=/var/lib/mxval/" in args, "%s keeps SQLite on its volume" % name)
