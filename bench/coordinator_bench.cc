@@ -5,6 +5,10 @@
 //   2. latency: --jobs one-task jobs in sequence, submit to result (WatchJob), p50/p99
 //   3. memory: resident set before and after queueing --queued tasks (no workers)
 // Usage: coordinator_bench [--tasks N] [--jobs N] [--queued N] [--workers N]
+//            [--store sqlite|memory] [--pg-scratch CONNINFO [--coordinators N]]
+// --pg-scratch runs phases 1 and 2 on PostgreSQL instead (the database is
+// EMPTIED first: give it a scratch database), with N coordinators sharing it
+// (workers spread round-robin over them; submits and watches go to the first).
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,7 +21,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include <libpq-fe.h>
+
 #include "service/coordinator/coordinator_service.h"
+#include "service/coordinator/postgres_store.h"
 #include "service/coordinator/sqlite_store.h"
 
 namespace mxval {
@@ -49,15 +56,37 @@ std::unique_ptr<grpc::ClientContext> Ctx() {
   return c;
 }
 
+// Drops mxval's tables so each phase starts from an empty database.
+bool EmptyPostgres(const std::string& conninfo) {
+  PGconn* c = PQconnectdb(conninfo.c_str());
+  bool ok = PQstatus(c) == CONNECTION_OK;
+  if (ok) {
+    PQsetNoticeProcessor(c, [](void*, const char*) {}, nullptr);
+    PGresult* r = PQexec(c, "DROP TABLE IF EXISTS tasks, jobs, meta, libraries, schema_migrations");
+    ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+  }
+  if (!ok) fprintf(stderr, "coordinator_bench: --pg-scratch: %s\n", PQerrorMessage(c));
+  PQfinish(c);
+  return ok;
+}
+
 struct Server {
-  std::unique_ptr<coordinator::SqliteStore> store;
+  std::unique_ptr<coordinator::Store> store;
   std::unique_ptr<coordinator::Scheduler> scheduler;
   std::unique_ptr<coordinator::Coordinator> coord;
   std::unique_ptr<grpc::Server> server;
   std::string addr;
-  Server(const std::string& db, bool durable) {
-    for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
-    if (durable) store = std::move(*coordinator::SqliteStore::Open(db));
+  std::atomic<bool> stop{false};
+  std::thread follower;  // shared store: Sync() every 100 ms, as `mxval serve` does
+  // db: a SQLite path, "" for memory, or a PostgreSQL conninfo (pg).
+  Server(const std::string& db, bool durable, bool pg = false) {
+    if (pg) {
+      store = std::move(*coordinator::PostgresStore::Open(db));
+    } else if (durable) {
+      for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
+      store = std::move(*coordinator::SqliteStore::Open(db));
+    }
     scheduler = std::move(*coordinator::Scheduler::Create(RealClock::Get(), coordinator::WithFailurePredicate(coordinator::SchedulerOptions{}), store.get()));
     coordinator::CoordinatorOptions o;
     o.planner.max_tasks_per_job = 1'000'000;
@@ -65,15 +94,28 @@ struct Server {
     int port = 0;
     server = coordinator::StartServer("127.0.0.1:0", coord.get(), &port);
     addr = absl::StrCat("127.0.0.1:", port);
+    if (pg) {
+      follower = std::thread([this] {
+        while (!stop) {
+          (void)scheduler->Sync();
+          scheduler->Tick();
+          absl::SleepFor(absl::Milliseconds(100));
+        }
+      });
+    }
   }
-  ~Server() { server->Shutdown(std::chrono::system_clock::now()); }
+  ~Server() {
+    stop = true;
+    if (follower.joinable()) follower.join();
+    server->Shutdown(std::chrono::system_clock::now());
+  }
 };
 
 // No-op workers: lease, report a passing result, repeat until stopped.
-std::vector<std::thread> StartWorkers(const std::string& addr, int n, std::atomic<bool>* stop) {
+std::vector<std::thread> StartWorkers(const std::vector<std::string>& addrs, int n, std::atomic<bool>* stop) {
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) {
-    threads.emplace_back([addr, i, stop] {
+    threads.emplace_back([addr = addrs[i % addrs.size()], i, stop] {
       auto stub = v1::WorkerService::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
       v1::RegisterWorkerRequest reg;
       reg.set_worker_id(absl::StrCat("noop-", i));
@@ -113,25 +155,44 @@ double Pct(std::vector<double> v, double q) {
 }
 
 int Main(int argc, char** argv) {
-  int64_t tasks = 20000, jobs = 300, queued = 100000, workers = 8;
+  int64_t tasks = 20000, jobs = 300, queued = 100000, workers = 8, coordinators = 1;
   bool durable = true;
+  std::string pg;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
+    if (k == "--pg-scratch") {
+      pg = argv[i + 1];
+      continue;
+    }
+    if (k == "--coordinators" && absl::SimpleAtoi(argv[i + 1], &coordinators) && coordinators >= 1) continue;
     if (k == "--store") {  // sqlite (default) | memory: how much of the cost is the store
       durable = std::string(argv[i + 1]) != "memory";
       continue;
     }
     int64_t* dst = k == "--tasks" ? &tasks : k == "--jobs" ? &jobs : k == "--queued" ? &queued : k == "--workers" ? &workers : nullptr;
     if (dst == nullptr || !absl::SimpleAtoi(argv[i + 1], dst)) {
-      fprintf(stderr, "usage: coordinator_bench [--tasks N] [--jobs N] [--queued N] [--workers N] [--store sqlite|memory]\n");
+      fprintf(stderr, "usage: coordinator_bench [--tasks N] [--jobs N] [--queued N] [--workers N] [--store sqlite|memory]"
+                      " [--pg-scratch CONNINFO [--coordinators N]]\n");
       return 2;
     }
   }
   const std::string dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  if (coordinators > 1 && pg.empty()) {
+    fprintf(stderr, "coordinator_bench: --coordinators needs --pg-scratch (a shared store)\n");
+    return 2;
+  }
+  if (!pg.empty() && !EmptyPostgres(pg)) return 2;
   {
-    Server s(dir + "/mxval_bench_throughput.db", durable);
+    std::vector<std::unique_ptr<Server>> servers;
+    std::vector<std::string> addrs;
+    for (int i = 0; i < coordinators; ++i) {
+      servers.push_back(std::make_unique<Server>(pg.empty() ? dir + "/mxval_bench_throughput.db" : pg, durable,
+                                                 !pg.empty()));
+      addrs.push_back(servers.back()->addr);
+    }
+    Server& s = *servers[0];
     std::atomic<bool> stop{false};
-    auto threads = StartWorkers(s.addr, static_cast<int>(workers), &stop);
+    auto threads = StartWorkers(addrs, static_cast<int>(workers), &stop);
     auto stub = v1::ValidationService::NewStub(grpc::CreateChannel(s.addr, grpc::InsecureChannelCredentials()));
     absl::SleepFor(absl::Milliseconds(200));  // workers registered and polling
     const absl::Time t0 = absl::Now();
@@ -143,8 +204,9 @@ int Main(int argc, char** argv) {
     v1::Job job;
     while (stub->GetJob(Ctx().get(), g, &job).ok() && job.state() != v1::JOB_STATE_DONE) absl::SleepFor(absl::Milliseconds(20));
     const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
-    printf("throughput: %lld tasks, %lld no-op workers: %.0f tasks/s (submit+plan+store %.0f ms, total %.2f s)\n",
-           static_cast<long long>(tasks), static_cast<long long>(workers), tasks / secs,
+    printf("throughput (%s, %lld coordinator%s): %lld tasks, %lld no-op workers: %.0f tasks/s (submit+plan+store %.0f ms, total %.2f s)\n",
+           !pg.empty() ? "postgresql" : durable ? "sqlite" : "memory", static_cast<long long>(coordinators),
+           coordinators > 1 ? "s" : "", static_cast<long long>(tasks), static_cast<long long>(workers), tasks / secs,
            absl::ToDoubleMilliseconds(t_submitted - t0), secs);
 
     std::vector<double> lat;
@@ -168,6 +230,7 @@ int Main(int argc, char** argv) {
     stop = true;
     for (auto& t : threads) t.join();
   }
+  if (!pg.empty()) return 0;  // the memory phase measures the in-memory queue: SQLite only
   {
     Server s(dir + "/mxval_bench_memory.db", durable);
     const int64_t before = RssKiB();
