@@ -97,14 +97,7 @@ TEST(MultiCoordinator, TwoCoordinatorsOnOneDatabaseRecordEveryResultOnce) {
   std::map<std::string, v1::Job> seen;
   for (const auto& [name, stub] : {std::pair<const char*, v1::ValidationService::Stub*>{"a", stub_a.get()},
                              {"b", stub_b.get()}}) {
-    v1::Job job;
-    for (int i = 0; i < 1800; ++i) {  // bounded: 3 minutes
-      v1::GetJobRequest g;
-      g.set_job_id(job_id);
-      g.set_include_results(true);
-      if (stub->GetJob(Ctx().get(), g, &job).ok() && job.state() == v1::JOB_STATE_DONE) break;
-      absl::SleepFor(absl::Milliseconds(100));
-    }
+    const v1::Job job = testing_util::WaitForDone(stub, job_id);
     ASSERT_EQ(job.state(), v1::JOB_STATE_DONE) << "coordinator " << name;
     seen[name] = job;
   }

@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "mxval/v1/mxval.grpc.pb.h"
 
 extern char** environ;
 
@@ -93,6 +94,22 @@ inline std::unique_ptr<grpc::ClientContext> Ctx() {
   auto c = std::make_unique<grpc::ClientContext>();
   c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   return c;
+}
+
+// Polls GetJob (with results) until the job is DONE or `bound` passes; the
+// last answer either way.
+inline v1::Job WaitForDone(v1::ValidationService::Stub* stub, const std::string& job_id,
+                           absl::Duration bound = absl::Minutes(3)) {
+  v1::Job job;
+  const absl::Time end = absl::Now() + bound;
+  while (absl::Now() < end) {
+    v1::GetJobRequest g;
+    g.set_job_id(job_id);
+    g.set_include_results(true);
+    if (stub->GetJob(Ctx().get(), g, &job).ok() && job.state() == v1::JOB_STATE_DONE) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return job;
 }
 
 struct CmdResult {

@@ -84,14 +84,7 @@ TEST(ServiceIntegration, ThreeHundredTasksSurviveWorkerAndCoordinatorKills) {
   ASSERT_TRUE(stub->SubmitJob(Ctx().get(), req, &again).ok());
   EXPECT_EQ(again.job().job_id(), job_id);
 
-  v1::Job job;
-  for (int i = 0; i < 1800; ++i) {  // bounded: 3 minutes
-    v1::GetJobRequest g;
-    g.set_job_id(job_id);
-    g.set_include_results(true);
-    if (stub->GetJob(Ctx().get(), g, &job).ok() && job.state() == v1::JOB_STATE_DONE) break;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  const v1::Job job = testing_util::WaitForDone(stub.get(), job_id);
   ASSERT_EQ(job.state(), v1::JOB_STATE_DONE);
   ASSERT_EQ(job.results_size(), 300);
   std::set<std::string> ids;

@@ -129,6 +129,22 @@ class PostgresStore::Query {
   Query& Bin(std::string v) { return Add(std::move(v), 1); }
   Query& I64(int64_t v) { return Add(std::to_string(v), 0); }
   Query& B(bool v) { return Add(v ? "true" : "false", 0); }
+  // The columns a task's life changes, in table order from `state` to
+  // `last_finished_us` (12 parameters).
+  Query& State(const TaskRecord& t) {
+    return I64(static_cast<int>(t.state))
+        .Str(AttemptsToJson(t.attempts))
+        .Str(t.lease_id)
+        .Str(t.lease_worker)
+        .I64(TimeToUs(t.lease_expiry))
+        .B(t.has_result)
+        .B(t.reused)
+        .B(t.infra_failed)
+        .Bin(t.result)
+        .Bin(t.first_result)
+        .Str(LastWorker(t))
+        .I64(LastFinishedUs(t));
+  }
   // Runs the statement, prepared once per connection (planning costs more
   // than executing these). UNAVAILABLE (with the server's message) unless it
   // returns `want` (PGRES_COMMAND_OK or PGRES_TUPLES_OK).
@@ -300,25 +316,8 @@ absl::Status PostgresStore::InsertJob(StoredJob& job, std::vector<TaskRecord>& t
     Query q(sql);
     for (size_t row = 0; row < rows; ++row, ++i) {
       const TaskRecord& t = tasks[i];
-      q.Str(t.task_id)
-          .Str(t.job_id)
-          .I64(TaskSeq(t.task_id))
-          .Str(t.input.arch)
-          .Str(t.input.dedup_key)
-          .Bin(t.input.payload)
-          .I64(static_cast<int>(t.state))
-          .Str(AttemptsToJson(t.attempts))
-          .Str(t.lease_id)
-          .Str(t.lease_worker)
-          .I64(TimeToUs(t.lease_expiry))
-          .B(t.has_result)
-          .B(t.reused)
-          .B(t.infra_failed)
-          .Bin(t.result)
-          .Bin(t.first_result)
-          .Str(LastWorker(t))
-          .I64(LastFinishedUs(t))
-          .I64(j.priority);
+      q.Str(t.task_id).Str(t.job_id).I64(TaskSeq(t.task_id)).Str(t.input.arch).Str(t.input.dedup_key).Bin(t.input.payload);
+      q.State(t).I64(j.priority);
     }
     auto r = q.Run(this, PGRES_COMMAND_OK, "insert tasks");
     if (!r.ok()) return fail(r.status());
@@ -345,25 +344,14 @@ absl::Status PostgresStore::WriteTaskLocked(TaskRecord& t, bool lease_from_rev) 
                  " r AS (UPDATE meta SET value = value + 1 WHERE key = 'rev' AND EXISTS (SELECT 1 FROM cur)"
                  " RETURNING value)"
                  " UPDATE tasks SET state = $3, attempts = $4,"
-                 " lease_id = CASE WHEN $14 THEN 'lease-r' || (SELECT value FROM r) ELSE $5 END,"
+                 " lease_id = CASE WHEN $15 THEN 'lease-r' || (SELECT value FROM r) ELSE $5 END,"
                  " lease_worker = $6, lease_expiry_us = $7, has_result = $8, reused = $9, infra_failed = $10,"
-                 " result = $11, first_result = $12, last_worker = $13, last_finished_us = $15,"
+                 " result = $11, first_result = $12, last_worker = $13, last_finished_us = $14,"
                  " rev = (SELECT value FROM r) WHERE task_id IN (SELECT task_id FROM cur) RETURNING rev, lease_id")
                .Str(t.task_id)
                .I64(static_cast<int64_t>(t.rev))
-               .I64(static_cast<int>(t.state))
-               .Str(AttemptsToJson(t.attempts))
-               .Str(t.lease_id)
-               .Str(t.lease_worker)
-               .I64(TimeToUs(t.lease_expiry))
-               .B(t.has_result)
-               .B(t.reused)
-               .B(t.infra_failed)
-               .Bin(t.result)
-               .Bin(t.first_result)
-               .Str(LastWorker(t))
+               .State(t)
                .B(lease_from_rev)
-               .I64(LastFinishedUs(t))
                .Run(this, PGRES_TUPLES_OK, "write task");
   if (!r.ok()) return r.status();
   if (PQntuples(r->get()) != 1) {
