@@ -23,6 +23,7 @@
 #include "kernels/gpu/a16wfp4_gpu.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "kernels/gpu/a16wfp4_tile.h"
 #include "kernels/gpu/gpu_compat.h"
@@ -833,8 +834,18 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
 #pragma unroll
   for (int j = 0; j < NG; ++j) sc[j] = (n_ok && g_lo + j <= g_hi) ? mxfp4::DecodeE8M0(srow[g_lo + j]) : 0.0f;
 
+  // Launched with programmatic dependent launch (MXVAL_CUDA_PDL=1), this CTA
+  // may start while the kernel before it on the stream is still running:
+  // the weights and scales above are read before waiting (they are not the
+  // previous kernel's output), x and y only after it has finished.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+
   // 2. x rows [0, M) of this batch into smem (16-byte loads; rows >= M are
-  //    zeros, never read from global memory).
+  //    zeros, never read from global memory). Measured against cp.async
+  //    (every copy in flight, one wait): plain loads were as fast or faster
+  //    (V-up M=64 7.4 vs 8.8 us), see BENCHMARKS.md.
   const int rows = static_cast<int>(p.M < kRows ? p.M : kRows);
   for (int i = tid; i < kRows * (K / 8); i += kThreads) {
     const int r = i / (K / 8), q = i % (K / 8);
@@ -843,6 +854,9 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
     *reinterpret_cast<uint4*>(xs + r * kLdx + q * 8) = v;
   }
   __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the next kernel may start its prologue
+#endif
   if (p.act_mxfp4) {  // activations re-quantized per 32-k group, even rule
     for (int gi = tid; gi < rows * (K / 32); gi += kThreads) {
       uint16_t* grp = xs + (gi / (K / 32)) * kLdx + (gi % (K / 32)) * 32;
@@ -1018,6 +1032,29 @@ int32_t DecodeRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* er
   static thread_local size_t raised[sizeof(kDecodeEntries) / sizeof(kDecodeEntries[0])] = {};
   if (int32_t r = RaiseSmem(e->kernel, smem, &raised[e - kDecodeEntries], err, len)) return r;
   const dim3 grid(static_cast<unsigned>((a->N + c->block_n - 1) / c->block_n), 1u, static_cast<unsigned>(a->B));
+  // Opt-in programmatic dependent launch (MXVAL_CUDA_PDL=1; BENCHMARKS.md has
+  // both timings):
+  // the contract is that w_packed and w_scales are not written by the kernel
+  // launched just before this one on the stream.
+  static const bool pdl = [] {
+    const char* v = getenv("MXVAL_CUDA_PDL");
+    return v != nullptr && v[0] == '1';
+  }();
+  if (pdl) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(static_cast<unsigned>(c->num_warps * 32));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = static_cast<cudaStream_t>(a->stream);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const cudaError_t le = cudaLaunchKernelEx(&cfg, e->kernel, p);
+    if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
+    return 0;
+  }
   e->kernel<<<grid, c->num_warps * 32, smem, static_cast<gpuStream_t>(a->stream)>>>(p);
   const gpuError_t le = gpuGetLastError();
   if (le != gpuSuccess) return SetErr(err, len, gpuGetErrorString(le)), 1;
