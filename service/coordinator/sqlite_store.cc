@@ -10,10 +10,6 @@ namespace mxval {
 namespace coordinator {
 namespace {
 
-constexpr int64_t kNone = kNoTime;
-int64_t Us(absl::Time t) { return TimeToUs(t); }
-absl::Time FromUs(int64_t us) { return TimeFromUs(us); }
-
 // A prepared statement: owned (finalized on destruction), or borrowed from
 // the store's cache (reset and unbound on destruction, ready for reuse).
 class Stmt {
@@ -79,7 +75,7 @@ TaskRecord ReadTask(Stmt& st) {
   t.attempts = AttemptsFromJson(st.ColText(6));
   t.lease_id = st.ColText(7);
   t.lease_worker = st.ColText(8);
-  t.lease_expiry = FromUs(st.ColInt(9));
+  t.lease_expiry = TimeFromUs(st.ColInt(9));
   t.has_result = st.ColInt(10) != 0;
   t.reused = st.ColInt(11) != 0;
   t.infra_failed = st.ColInt(12) != 0;
@@ -95,9 +91,9 @@ StoredJob ReadJob(Stmt& st) {
   j.status.request_id = st.ColText(1);
   j.status.priority = static_cast<int>(st.ColInt(2));
   j.status.state = static_cast<JobState>(st.ColInt(3));
-  j.status.created = FromUs(st.ColInt(4));
-  if (st.ColInt(5) != kNone) j.status.deadline = FromUs(st.ColInt(5));
-  if (st.ColInt(6) != kNone) j.status.finished = FromUs(st.ColInt(6));
+  j.status.created = TimeFromUs(st.ColInt(4));
+  if (st.ColInt(5) != kNoTime) j.status.deadline = TimeFromUs(st.ColInt(5));
+  if (st.ColInt(6) != kNoTime) j.status.finished = TimeFromUs(st.ColInt(6));
   j.reuse = st.ColInt(7) != 0;
   j.status.payload = st.ColBlob(8);
   j.status.rev = static_cast<uint64_t>(st.ColInt(9));
@@ -228,7 +224,7 @@ absl::Status SqliteStore::WriteTaskLocked(TaskRecord& t, bool insert) {
   st.Text(8, AttemptsToJson(t.attempts));
   st.Text(9, t.lease_id);
   st.Text(10, t.lease_worker);
-  st.Int(11, Us(t.lease_expiry));
+  st.Int(11, TimeToUs(t.lease_expiry));
   st.Int(12, t.has_result);
   st.Int(13, t.reused);
   st.Int(14, t.infra_failed);
@@ -278,9 +274,9 @@ absl::Status SqliteStore::InsertJob(StoredJob& job, std::vector<TaskRecord>& tas
     st.Text(2, j.request_id);
     st.Int(3, j.priority);
     st.Int(4, static_cast<int>(j.state));
-    st.Int(5, Us(j.created));
-    st.Int(6, j.deadline ? Us(*j.deadline) : kNone);
-    st.Int(7, j.finished ? Us(*j.finished) : kNone);
+    st.Int(5, TimeToUs(j.created));
+    st.Int(6, j.deadline ? TimeToUs(*j.deadline) : kNoTime);
+    st.Int(7, j.finished ? TimeToUs(*j.finished) : kNoTime);
     st.Int(8, job.reuse);
     st.Blob(9, j.payload);
     st.Int(10, static_cast<int64_t>(*rev));
@@ -319,7 +315,7 @@ absl::Status SqliteStore::UpdateJob(JobStatus& j) {
     Stmt st(db_, "UPDATE jobs SET state = ?2, finished_us = ?3, rev = ?4 WHERE job_id = ?1");
     st.Text(1, j.job_id);
     st.Int(2, static_cast<int>(j.state));
-    st.Int(3, j.finished ? Us(*j.finished) : kNone);
+    st.Int(3, j.finished ? TimeToUs(*j.finished) : kNoTime);
     st.Int(4, static_cast<int64_t>(*rev));
     if (sqlite3_step(st.get()) != SQLITE_DONE) status = Err(db_, "update job");
   }
@@ -412,7 +408,7 @@ absl::StatusOr<std::optional<TaskRecord>> SqliteStore::ClaimTask(const ClaimRequ
       return Err(db_, "prepare claim");
     }
     st.Text(1, r.worker_id);
-    st.Int(2, Us(r.now - r.retry_elsewhere_grace));
+    st.Int(2, TimeToUs(r.now - r.retry_elsewhere_grace));
     st.Int(3, 1);
     int i = 4;
     for (const std::string& a : r.archs) st.Text(i++, a);
