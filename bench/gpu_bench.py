@@ -3,7 +3,7 @@
 
 Implementations, all on the same inputs (B=16, GLM-5 TP4 and DeepSeek-V3 TP8
 K-up / V-up shapes, bf16 activations, x strided inside q for K-up):
-  mxval      our a16wfp4_tc kernel through the C kernel ABI (ctypes), with the
+  mxval      our kernels through the C kernel ABI (ctypes), with the kernel and
              config kernels/configs/sm_90a.json selects; also the best of all
              compiled configs ("mxval-best", a tuning hint for the table)
   cublas     torch.bmm on bf16 weights dequantized ahead of time
@@ -299,15 +299,16 @@ def main():
     ap.add_argument("--ms", default="1,4,16,64,256,1024,4096,8192,16384")
     ap.add_argument("--shapes", default="all")
     ap.add_argument("--no-sweep", action="store_true", help="skip timing every compiled config")
+    ap.add_argument("--sweep-kernels", default="a16wfp4_tc,a16wfp4_tc_panel,a16wfp4_decode,a16wfp4_wgmma",
+                    help="kernels whose compiled configs the sweep times")
     ap.add_argument("--only-mxval", action="store_true", help="run our kernel only (for profilers)")
     ap.add_argument("--out", default="gpu_bench.json")
     args = ap.parse_args()
     torch.manual_seed(0)
     _lib, kernels = load_kernels(args.lib)
     ours_by_name = {name: Ours(k) for name, (k, _) in kernels.items()}
-    sweep = [(name, c) for name in ("a16wfp4_tc", "a16wfp4_tc_panel", "a16wfp4_decode") if name in kernels
-             for c in kernels[name][1]]
-    tag = {"a16wfp4_tc_panel": "P:", "a16wfp4_decode": "D:"}
+    sweep = [(name, c) for name in args.sweep_kernels.split(",") if name in kernels for c in kernels[name][1]]
+    tag = {"a16wfp4_tc_panel": "P:", "a16wfp4_decode": "D:", "a16wfp4_wgmma": "W:"}
     table = json.load(open(args.table))
     if args.only_mxval:
         gen = torch.Generator(device="cuda")
@@ -366,11 +367,11 @@ def main():
             if not args.no_sweep:
                 best = None
                 for kn, c in sweep:
-                    if kn.endswith("panel") and M < 256:
+                    if (kn.endswith("panel") or kn.endswith("wgmma")) and M < 256:
                         continue
                     if kn.endswith("decode") and M > 64:
                         continue
-                    for ks in (1, 2, 4) if M <= 64 and not kn.endswith("decode") else (1,):
+                    for ks in (1, 2, 4) if M <= 64 and kn in ("a16wfp4_tc", "a16wfp4_simt") else (1,):
                         cc = TileConfig(c.block_m, c.block_n, c.block_k, ks, c.num_stages, c.num_warps)
                         if not ours_by_name[kn].can(one, cc):
                             continue

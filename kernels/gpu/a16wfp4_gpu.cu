@@ -27,6 +27,11 @@
 
 #include "kernels/gpu/a16wfp4_tile.h"
 #include "kernels/gpu/gpu_compat.h"
+#if defined(MXVAL_NVIDIA)
+#include <cuda_bf16.h>
+
+#include "kernels/gpu/wgmma_sm90.h"
+#endif
 
 namespace mxval {
 namespace gpu {
@@ -1058,6 +1063,342 @@ int32_t DecodeRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* er
   e->kernel<<<grid, c->num_warps * 32, smem, static_cast<gpuStream_t>(a->stream)>>>(p);
   const gpuError_t le = gpuGetLastError();
   if (le != gpuSuccess) return SetErr(err, len, gpuGetErrorString(le)), 1;
+  return 0;
+#else
+  return 1;
+#endif
+}
+
+
+// ------------------------------------------------------------------------
+// Hopper kernel ("a16wfp4_wgmma", sm_90a, large M): warpgroup MMA with both
+// operands in shared memory in the 128-byte-swizzled K-major layout.
+//
+// A CTA owns (batch, BN columns) and a strided set of BM-row tiles (tiles
+// g, g + G, g + 2G, ... for CTA row g of G). It dequantizes its whole weight
+// panel (BN x K, bf16) into shared memory once, then streams x through a
+// cp.async ring of (BM x 64) k chunks while each warpgroup (64 rows) issues
+// wgmma.m64nBNk16 against the resident panel, one wgmma group left in
+// flight across chunks. Rows >= M are zero-filled copies (never read past),
+// columns >= N dequantize to zero and are not stored. K must be a multiple
+// of 64 (the k chunk); NUM_KSPLIT = 1.
+namespace {
+#if defined(MXVAL_NVIDIA)
+template <int WGS, int BN, int STAGES>
+struct WgConfig {
+  static constexpr int kBM = 64 * WGS, kThreads = 128 * WGS;
+  static constexpr int kXStage = kBM * 128;     // bytes: BM rows x 64 bf16
+  static constexpr int kPanelChunk = BN * 128;  // bytes: BN rows x 64 bf16
+  // 1 KiB of slack aligns the swizzled tiles; the dequant table lives in the
+  // ring's last stage until the panel is built.
+  static size_t Smem(int64_t K) { return 1024 + size_t{STAGES} * kXStage + static_cast<size_t>(K / 64) * kPanelChunk; }
+  static_assert(STAGES >= 3, "one wgmma group stays in flight: prefetch distance STAGES - 2");
+  static_assert(kXStage >= sizeof(DequantLut), "the table is staged in the ring's last stage");
+};
+
+// Byte offset of 16-byte chunk c of row r in a 128-byte-swizzled tile.
+__device__ __forceinline__ int Sw128(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
+
+// Keeps the compiler from moving accumulator registers while a wgmma that
+// writes them may be in flight.
+template <int R>
+__device__ __forceinline__ void FenceRegs(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// 4x4 transpose of 32-bit words across the 4 lanes of a quad: lane t's
+// a[c] becomes lane c's a[t]. Two butterfly rounds (lane distance 2, then
+// 1), each exchanging the two words whose index differs from the lane's in
+// that bit.
+__device__ __forceinline__ void QuadTranspose4(uint32_t (&a)[4], int t) {
+  const bool hi2 = t & 2, hi1 = t & 1;
+  uint32_t x0 = hi2 ? a[0] : a[2], x1 = hi2 ? a[1] : a[3];
+  x0 = __shfl_xor_sync(0xFFFFFFFFu, x0, 2);
+  x1 = __shfl_xor_sync(0xFFFFFFFFu, x1, 2);
+  if (hi2) {
+    a[0] = x0, a[1] = x1;
+  } else {
+    a[2] = x0, a[3] = x1;
+  }
+  uint32_t y0 = hi1 ? a[0] : a[1], y1 = hi1 ? a[2] : a[3];
+  y0 = __shfl_xor_sync(0xFFFFFFFFu, y0, 1);
+  y1 = __shfl_xor_sync(0xFFFFFFFFu, y1, 1);
+  if (hi1) {
+    a[0] = y0, a[2] = y1;
+  } else {
+    a[1] = y0, a[3] = y1;
+  }
+}
+
+// mxfp4-even: re-quantizes row r's 32-element group g (of a 64-wide chunk)
+// of a swizzled x stage in place.
+__device__ __forceinline__ void RequantSwizzledGroup(uint8_t* stage, int r, int g) {
+  float v[32];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const uint4 u = *reinterpret_cast<const uint4*>(stage + Sw128(r, 4 * g + q));
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      v[8 * q + 2 * e] = mxfp4::BitsToFloat(w[e] << 16);
+      v[8 * q + 2 * e + 1] = mxfp4::BitsToFloat(w[e] & 0xFFFF0000u);
+    }
+  }
+  EvenRequant32(v);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    uint4 u;
+    u.x = PackBf16x2(v[8 * q + 0], v[8 * q + 1]);
+    u.y = PackBf16x2(v[8 * q + 2], v[8 * q + 3]);
+    u.z = PackBf16x2(v[8 * q + 4], v[8 * q + 5]);
+    u.w = PackBf16x2(v[8 * q + 6], v[8 * q + 7]);
+    *reinterpret_cast<uint4*>(stage + Sw128(r, 4 * g + q)) = u;
+  }
+}
+
+// MX: mxfp4-even activations (a separate instantiation, so the bf16 path
+// does not carry the re-quantization's registers).
+template <int WGS, int BN, int STAGES, bool MX>
+__global__ void __launch_bounds__(WGS * 128) A16wfp4WgmmaKernel(GemmParams p, int groups) {
+  using C = WgConfig<WGS, BN, STAGES>;
+  constexpr int BM = C::kBM, kThreads = C::kThreads, D = STAGES - 2;
+  extern __shared__ uint4 wg_smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(wg_smem_raw);
+  smem += ((SmemAddr(smem) + 1023u) & ~1023u) - SmemAddr(smem);
+  uint8_t* xs = smem;                               // STAGES x (BM x 128 B)
+  uint8_t* panel = smem + STAGES * C::kXStage;      // K/64 x (BN x 128 B)
+  const int tid = threadIdx.x;
+  const int64_t b = blockIdx.z, n0 = static_cast<int64_t>(blockIdx.x) * BN;
+  const int nk = static_cast<int>(p.K / 64);
+
+  // 1. Start the x ring (stages 0 .. D-1), then dequantize the weight panel
+  //    while those copies fly. Stage STAGES-1 is not in the prologue: it
+  //    holds the dequant table meanwhile.
+  const int64_t mtiles = (p.M + BM - 1) / BM;
+  const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
+  const int steps = my_tiles * nk;
+  const uint16_t* xb = p.x + b * p.x_sb;
+  auto issue = [&](int step) {
+    if (step < steps) {
+      const int64_t m0 = (blockIdx.y + static_cast<int64_t>(step / nk) * groups) * BM;
+      const int64_t k0 = static_cast<int64_t>(step % nk) * 64;
+      uint8_t* st = xs + (step % STAGES) * C::kXStage;
+#pragma unroll
+      for (int j = 0; j < BM * 8 / kThreads; ++j) {
+        const int i = tid + j * kThreads, r = i / 8, c = i % 8;
+        const int64_t m = m0 + r;
+        const bool ok = m < p.M;
+        CpAsync16(st + Sw128(r, c), ok ? xb + m * p.x_sm + k0 + c * 8 : p.x, ok ? 16 : 0);
+      }
+    }
+    CpAsyncCommit();  // empty groups keep the wait counts uniform
+  };
+  for (int s = 0; s < D; ++s) issue(s);
+
+  DequantLut* lut = reinterpret_cast<DequantLut*>(xs + (STAGES - 1) * C::kXStage);
+  BuildDequantLut(lut, tid, kThreads);
+  __syncthreads();
+  // One item = one 32-wide scale group of one column: 16 packed bytes and
+  // one scale byte. kBatch items per thread are loaded before any is used,
+  // so the panel costs about one memory latency per batch, not per item.
+  constexpr int kBatch = 8;
+  const int kg = static_cast<int>(p.K / 32), items = BN * kg;
+  for (int base = tid; base < items; base += kThreads * kBatch) {
+    uint4 w[kBatch];
+    uint8_t sc[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * kThreads, r = i / kg, g = i % kg;
+      const int64_t n = n0 + r;
+      w[u] = make_uint4(0, 0, 0, 0);
+      sc[u] = 127;  // past N: code 0 with scale 2^0
+      if (i < items && n < p.N) {
+        w[u] = *reinterpret_cast<const uint4*>(p.wp + b * p.wp_sb + n * p.wp_sn + g * 16);
+        sc[u] = p.ws[b * p.ws_sb + n * p.ws_sn + g];  // g < K/32
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * kThreads, r = i / kg, g = i % kg;
+      if (i >= items) continue;
+      uint8_t* dst = panel + (g / 2) * C::kPanelChunk;
+      const uint32_t words[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        *reinterpret_cast<U32x4*>(dst + Sw128(r, (g % 2) * 4 + q)) = DequantBytes8(words[q], sc[u], lut);
+      }
+    }
+  }
+  FenceProxyAsync();
+  __syncthreads();  // panel visible to the tensor cores; stage STAGES-1 is free again
+
+  // 2. Stream x chunks: step s is (tile s / nk, k chunk s % nk).
+  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const uint32_t xs_addr = SmemAddr(xs), panel_addr = SmemAddr(panel);
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+  for (int step = 0; step < steps; ++step) {
+    const int st = step % STAGES, kc = step % nk;
+    CpAsyncWait<D - 1>();  // this thread's copies of `step` have landed
+    if (MX) {
+      __syncthreads();
+      RequantSwizzledGroup(xs + st * C::kXStage, tid / 2, tid % 2);  // BM x 2 groups = one per thread
+    }
+    FenceProxyAsync();
+    // Every copy of `step` is visible, and both warpgroups have retired the
+    // wgmma group of step - 2, whose stage the next issue overwrites.
+    __syncthreads();
+    issue(step + D);
+    const uint32_t a_base = xs_addr + st * C::kXStage + wg * 64 * 128;
+    const uint32_t b_base = panel_addr + kc * C::kPanelChunk;
+    FenceRegs(acc);
+    WgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      Wgmma<BN>::Mma(acc, SmemDescSw128(a_base + kk * 32), SmemDescSw128(b_base + kk * 32), kc > 0 || kk > 0);
+    }
+    WgmmaCommit();
+    if (kc != nk - 1) {
+      WgmmaWait<1>();
+      continue;
+    }
+    WgmmaWait<0>();
+    FenceRegs(acc);
+    // Epilogue straight from the accumulators: a quad (4 lanes, one row)
+    // holds 4 chunks of 8 columns as bf16 pairs; a 4x4 transpose over the
+    // quad gives each lane 8 consecutive columns, stored as 16 bytes, so
+    // every row segment is written in whole 32-byte sectors (4-byte stores
+    // half-filled sectors and capped the kernel near 1 TB/s of output).
+    const int64_t m0 = (blockIdx.y + static_cast<int64_t>(step / nk) * groups) * BM;
+    const int t = lane % 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t m = m0 + wg * 64 + warp * 16 + lane / 4 + 8 * h;
+      uint16_t* row = p.y + b * p.y_sb + (m < p.M ? m : 0) * p.y_sm;
+#pragma unroll
+      for (int j = 0; j < BN / 8; j += 4) {
+        uint32_t a[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const __nv_bfloat162 pr = __floats2bfloat162_rn(acc[4 * (j + c) + 2 * h], acc[4 * (j + c) + 2 * h + 1]);
+          a[c] = *reinterpret_cast<const uint32_t*>(&pr);
+        }
+        QuadTranspose4(a, t);
+        const int64_t n = n0 + 8 * (j + t);  // N % 8 == 0: a chunk is all in or all out
+        if (m < p.M && n < p.N) *reinterpret_cast<uint4*>(row + n) = make_uint4(a[0], a[1], a[2], a[3]);
+      }
+    }
+  }
+  WgmmaWait<0>();
+  CpAsyncWait<0>();
+}
+
+// Compiled variants: (warpgroups along M, BN, stages).
+// Deep rings: each step's wgmma work is short (tens of ns) next to the
+// memory latency under load (~2 us), so the ring, not the math, sets the
+// rate: up to STAGES - 2 chunks of 16 KiB in flight per CTA.
+#define MXVAL_WG_CONFIGS(X) \
+  X(2, 128, 4)              \
+  X(2, 128, 5)              \
+  X(2, 128, 6)              \
+  X(2, 128, 11)             \
+  X(2, 256, 8)              \
+  X(2, 64, 10)              \
+  X(1, 128, 12)
+struct WgEntry {
+  mxval_tile_config config;
+  size_t (*smem)(int64_t K);
+  void (*kernel)(GemmParams, int);     // bf16 activations
+  void (*kernel_mx)(GemmParams, int);  // mxfp4-even
+};
+#define MXVAL_WG_ENTRY(WGS, BN, ST)                                                                    \
+  {{64 * WGS, BN, 64, 1, ST, 4 * WGS}, WgConfig<WGS, BN, ST>::Smem, A16wfp4WgmmaKernel<WGS, BN, ST, false>, \
+   A16wfp4WgmmaKernel<WGS, BN, ST, true>},
+const WgEntry kWgEntries[] = {MXVAL_WG_CONFIGS(MXVAL_WG_ENTRY)};
+#undef MXVAL_WG_ENTRY
+constexpr int kNumWg = sizeof(kWgEntries) / sizeof(kWgEntries[0]);
+const mxval_tile_config* WgConfigList() {
+  static mxval_tile_config configs[kNumWg];
+  for (int i = 0; i < kNumWg; ++i) configs[i] = kWgEntries[i].config;
+  return configs;
+}
+#endif  // MXVAL_NVIDIA
+}  // namespace
+
+const mxval_tile_config* WgmmaConfigs(int32_t* n) {
+#if defined(MXVAL_NVIDIA)
+  *n = kNumWg;
+  return WgConfigList();
+#else
+  *n = 0;
+  return nullptr;
+#endif
+}
+
+int32_t WgmmaCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = CheckCommon(a, err, len)) return r;
+  if (c == nullptr) return SetErr(err, len, "config is null"), 1;
+#if !defined(MXVAL_NVIDIA)
+  return SetErr(err, len, "a16wfp4_wgmma is NVIDIA sm_90a only (warpgroup MMA); use a16wfp4_tc here"), 1;
+#else
+  const WgEntry* e = FindEntry(kWgEntries, c);
+  if (e == nullptr) return SetErr(err, len, "this config is not compiled into a16wfp4_wgmma; see the kernel's config list"), 1;
+  if (c->ksplit != 1) return SetErr(err, len, "a16wfp4_wgmma runs NUM_KSPLIT=1 only (each CTA keeps all of K resident)"), 1;
+  if (a->K % 64 != 0) {
+    return SetErr(err, len, "a16wfp4_wgmma needs K to be a multiple of 64 (its k chunk); use a16wfp4_tc for this K"), 1;
+  }
+  if (a->x_stride_k != 1 || reinterpret_cast<uintptr_t>(a->x) % 16 || a->x_stride_m % 8 || a->x_stride_b % 8) {
+    return SetErr(err, len, "a16wfp4_wgmma needs unit-stride, 16-byte aligned x rows"), 1;
+  }
+  if (reinterpret_cast<uintptr_t>(a->w_packed) % 16 || a->w_packed_stride_n % 16 || a->w_packed_stride_b % 16) {
+    return SetErr(err, len, "a16wfp4_wgmma needs 16-byte aligned w_packed rows"), 1;
+  }
+  if (a->N % 8 || reinterpret_cast<uintptr_t>(a->y) % 16 || a->y_stride_m % 8 || a->y_stride_b % 8) {
+    return SetErr(err, len,
+                  "a16wfp4_wgmma stores 16-byte row segments: N and the y strides must be multiples of 8, y "
+                  "16-byte aligned"), 1;
+  }
+  if ((a->N + c->block_n - 1) / c->block_n > 2147483647LL) return SetErr(err, len, "grid too large"), 1;
+  if (e->smem(a->K) > static_cast<size_t>(OptinSmem())) {
+    return SetErr(err, len,
+                  "a16wfp4_wgmma's weight panel (BLOCK_SIZE_N x K bf16) plus its x stages exceed the device's "
+                  "shared memory per block: use a smaller BLOCK_SIZE_N or fewer stages"), 1;
+  }
+  return 0;
+#endif
+}
+
+int32_t WgmmaRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = WgmmaCanImplement(a, c, err, len)) return r;
+#if defined(MXVAL_NVIDIA)
+  const WgEntry* e = FindEntry(kWgEntries, c);
+  const GemmParams p = MakeParams(*a, 64, 1);
+  const size_t smem = e->smem(a->K);
+  const bool mx = a->activations == MXVAL_ACT_MXFP4_EVEN;
+  void (*kernel)(GemmParams, int) = mx ? e->kernel_mx : e->kernel;
+  static thread_local size_t raised[2][kNumWg] = {};
+  if (int32_t r = RaiseSmem(kernel, smem, &raised[mx][e - kWgEntries], err, len)) return r;
+  int dev = 0, sms = 0, per_sm = 0;
+  const int threads = c->num_warps * 32;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess || sms <= 0) {
+    return SetErr(err, len, "cannot query the device's multiprocessor count or occupancy"), 1;
+  }
+  if (per_sm < 1) return SetErr(err, len, "a16wfp4_wgmma: this config cannot be resident on the device"), 1;
+  // One wave: as many M-tile groups as the resident CTAs allow (floor, so
+  // no CTA waits for a second wave), each reusing its panel across its tiles.
+  const int64_t ntiles = (a->N + c->block_n - 1) / c->block_n;
+  const int64_t mtiles = (a->M + c->block_m - 1) / c->block_m;
+  int64_t groups = static_cast<int64_t>(sms) * per_sm / (ntiles * a->B);
+  if (groups > mtiles) groups = mtiles;
+  if (groups < 1) groups = 1;
+  if (groups > 65535) groups = 65535;
+  const dim3 grid(static_cast<unsigned>(ntiles), static_cast<unsigned>(groups), static_cast<unsigned>(a->B));
+  kernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(p, static_cast<int>(groups));
+  const cudaError_t le = cudaGetLastError();
+  if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
   return 0;
 #else
   return 1;

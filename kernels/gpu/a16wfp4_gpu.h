@@ -31,6 +31,13 @@ const mxval_tile_config* DecodeConfigs(int32_t* n);
 int32_t DecodeCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 int32_t DecodeRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 
+// Hopper kernel ("a16wfp4_wgmma", NVIDIA sm_90a): warpgroup MMA against a
+// weight panel dequantized once per CTA into swizzled shared memory, x
+// streamed through a cp.async ring; K a multiple of 64, NUM_KSPLIT = 1.
+const mxval_tile_config* WgmmaConfigs(int32_t* n);
+int32_t WgmmaCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+int32_t WgmmaRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+
 // Bytes of FP32 split-K partials a config needs (0 when NUM_KSPLIT == 1).
 size_t WorkspaceSize(const mxval_gemm_args* a, const mxval_tile_config* c);
 

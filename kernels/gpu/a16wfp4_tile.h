@@ -72,6 +72,14 @@ MXVAL_HD void LoadXTileGeneric(const GemmParams& p, const TileCoord& c, int64_t 
   }
 }
 
+// The "even"-rule fake quantization of one 32-element group, in place:
+// quantize to E2M1 codes with one E8M0 scale, then decode (exact in bf16).
+MXVAL_HD void EvenRequant32(float* v) {
+  uint8_t codes[32];
+  const float s = mxfp4::DecodeE8M0(mxfp4::QuantizeBlock(v, 1, 32, mxfp4::ScaleRule::kEven, codes));
+  for (int i = 0; i < 32; ++i) v[i] = mxfp4::DecodeE2M1(codes[i]) * s;
+}
+
 // In-place "even"-rule re-quantization of every 32-element group of xs.
 // Zero (masked) groups stay zero; a group holding NaN/Inf becomes NaN.
 template <int BM, int BK, int LDX>
@@ -79,10 +87,9 @@ MXVAL_HD void FakeQuantXTile(uint16_t* xs, int tid, int nthreads) {
   for (int gi = tid; gi < BM * (BK / 32); gi += nthreads) {
     uint16_t* g = xs + (gi / (BK / 32)) * LDX + (gi % (BK / 32)) * 32;
     float v[32];
-    uint8_t codes[32];
     for (int i = 0; i < 32; ++i) v[i] = mxfp4::Bf16BitsToFloat(g[i]);
-    const float s = mxfp4::DecodeE8M0(mxfp4::QuantizeBlock(v, 1, 32, mxfp4::ScaleRule::kEven, codes));
-    for (int i = 0; i < 32; ++i) g[i] = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1(codes[i]) * s);
+    EvenRequant32(v);
+    for (int i = 0; i < 32; ++i) g[i] = mxfp4::FloatToBf16Bits(v[i]);
   }
 }
 
@@ -112,6 +119,44 @@ struct alignas(16) U32x4 {
   uint32_t v[4];
 };
 
+// Four packed bytes (8 E2M1 codes, low nibble first) with E8M0 scale byte
+// `sbyte` -> 8 bf16 values (low k first) as four bf16x2 words. `lut` may be
+// null (the arithmetic path without the table).
+MXVAL_HD U32x4 DequantBytes8(uint32_t bytes, uint8_t sbyte, const DequantLut* lut) {
+  U32x4 packed;
+  if (sbyte >= 2 && sbyte <= 252 && lut != nullptr) {
+    const uint32_t add = static_cast<uint32_t>(sbyte) * 0x00800080u;
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t b8 = (bytes >> (8 * j)) & 0xFFu, m = lut->mask[b8];
+      packed.v[j] = (lut->mag[b8] + (add & m) - (0x3F803F80u & m)) | lut->sign[b8];
+    }
+  } else if (sbyte >= 2 && sbyte <= 252) {
+    // Same arithmetic without the table (SIMT kernel, CPU emulation):
+    // every nonzero E2M1 magnitude times 2^(s-127) is a normal bf16, so
+    // its bits are the magnitude's bf16 bits with (s-127) added to the
+    // exponent field.
+    const uint32_t ebias = static_cast<uint32_t>(static_cast<int32_t>(sbyte) - 127) << 7;
+    for (int j = 0; j < 4; ++j) {
+      uint32_t half[2];
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t code = (bytes >> (8 * j + 4 * h)) & 0xFu, idx = code & 7u;
+        half[h] = (idx ? E2M1MagBf16(idx) + ebias : 0u) | ((code & 8u) << 12);
+      }
+      packed.v[j] = (half[0] & 0xFFFFu) | (half[1] << 16);
+    }
+  } else {
+    // Exact float path for extreme scales (subnormal or overflowing
+    // products) and NaN scales.
+    const float scale = mxfp4::DecodeE8M0(sbyte);
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t lo = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1((bytes >> (8 * j)) & 0xFu) * scale);
+      const uint32_t hi = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1((bytes >> (8 * j + 4)) & 0xFu) * scale);
+      packed.v[j] = lo | (hi << 16);
+    }
+  }
+  return packed;
+}
+
 // Dequantizes w[b, n0:n0+BN, k0:k0+BK] into wd (bf16, row stride LDW), 8
 // elements (4 packed bytes, one scale) per work item. `staged` is the packed
 // tile already in smem as (BN, BK/2) bytes, or null to read global memory.
@@ -134,37 +179,7 @@ MXVAL_HD void DequantWTile(const GemmParams& p, const TileCoord& c, int64_t k0, 
       sbyte = slab != nullptr ? slab[r * slab_ld + (k / 32 - slab_g0)]
                               : p.ws[c.b * p.ws_sb + n * p.ws_sn + k / 32];  // k < K: the group is < K/32
     }
-    U32x4 packed;
-    if (sbyte >= 2 && sbyte <= 252 && lut != nullptr) {
-      const uint32_t add = static_cast<uint32_t>(sbyte) * 0x00800080u;
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t b8 = (bytes >> (8 * j)) & 0xFFu, m = lut->mask[b8];
-        packed.v[j] = (lut->mag[b8] + (add & m) - (0x3F803F80u & m)) | lut->sign[b8];
-      }
-    } else if (sbyte >= 2 && sbyte <= 252) {
-      // Same arithmetic without the table (SIMT kernel, CPU emulation):
-      // every nonzero E2M1 magnitude times 2^(s-127) is a normal bf16, so
-      // its bits are the magnitude's bf16 bits with (s-127) added to the
-      // exponent field.
-      const uint32_t ebias = static_cast<uint32_t>(static_cast<int32_t>(sbyte) - 127) << 7;
-      for (int j = 0; j < 4; ++j) {
-        uint32_t half[2];
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t code = (bytes >> (8 * j + 4 * h)) & 0xFu, idx = code & 7u;
-          half[h] = (idx ? E2M1MagBf16(idx) + ebias : 0u) | ((code & 8u) << 12);
-        }
-        packed.v[j] = (half[0] & 0xFFFFu) | (half[1] << 16);
-      }
-    } else {
-      // Exact float path for extreme scales (subnormal or overflowing
-      // products) and NaN scales.
-      const float scale = mxfp4::DecodeE8M0(sbyte);
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t lo = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1((bytes >> (8 * j)) & 0xFu) * scale);
-        const uint32_t hi = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1((bytes >> (8 * j + 4)) & 0xFu) * scale);
-        packed.v[j] = lo | (hi << 16);
-      }
-    }
+    const U32x4 packed = DequantBytes8(bytes, sbyte, lut);
     *reinterpret_cast<U32x4*>(wd + r * ldw + q * 8) = packed;  // one 16-byte store
 
   }

@@ -97,6 +97,21 @@ void CheckCase(const mxval_kernel* k, const TileConfig& c, const CaseSpec& spec)
                     << r->accuracy.reason;
 }
 
+// Whether a16wfp4_wgmma's shared memory (weight panel for all of K plus
+// the x ring) fits this config at this K; any other refusal fails the test.
+bool WgmmaFits(const mxval_kernel* k, const TileConfig& c, int64_t K) {
+  mxval_gemm_args a{};
+  a.B = 1, a.M = 256, a.N = 512, a.K = K, a.x_stride_k = 1, a.x_stride_m = K, a.w_packed_stride_n = K / 2;
+  a.y_stride_m = 512;
+  alignas(16) static uint16_t dummy[8];
+  a.x = a.y = dummy;
+  a.w_packed = a.w_scales = reinterpret_cast<const uint8_t*>(dummy);
+  const absl::Status st = CanImplement(*k, a, c);
+  if (st.ok()) return true;
+  EXPECT_NE(st.message().find("shared memory"), std::string::npos) << st;
+  return false;
+}
+
 class GpuKernels : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -142,8 +157,11 @@ TEST_F(GpuKernels, SeededShapesAgainstReference) {
       // With k-split warps it is compiled for K in {256, 512}: give it V-up.
       if (c.num_warps > c.block_n / 8 && spec.shape.K < 256) spec.shape = {spec.shape.B, spec.shape.M, 256, 512};
     }
+    const bool wgmma = std::string(k->name) == "a16wfp4_wgmma";
+    // Deep-ring and 256-column configs hold K <= 256 only (refusal checked in WgmmaKernel...).
+    if (wgmma && !WgmmaFits(k, c, spec.shape.K)) spec.shape = {spec.shape.B, spec.shape.M, 512, 192};
     const int64_t ktiles = (p[0] + c.block_k - 1) / c.block_k;
-    if (!decode && i % 9 == 4 && ktiles > 1) c.ksplit = 2 + static_cast<int>(rng() % std::min<int64_t>(ktiles - 1, 3));
+    if (!decode && !wgmma && i % 9 == 4 && ktiles > 1) c.ksplit = 2 + static_cast<int>(rng() % std::min<int64_t>(ktiles - 1, 3));
     SCOPED_TRACE(i);
     CheckCase(k, c, spec);
     ++n;
@@ -273,6 +291,69 @@ TEST_F(GpuKernels, DecodeKernelEveryKAndBucket) {
   TileConfig split = c64;
   split.ksplit = 2;
   EXPECT_FALSE(CanImplement(**k, a, split).ok());
+}
+
+// The Hopper kernel: every config and mode over shapes where each CTA walks
+// several M tiles (the cp.async ring and the wgmma groups cross tile
+// boundaries), ragged last tiles, every K it takes, both layouts; then its
+// refusals, each naming what is wrong.
+TEST_F(GpuKernels, WgmmaKernelEveryConfigAcrossTiles) {
+  auto k = Library()->Find("a16wfp4_wgmma");
+  ASSERT_TRUE(k.ok()) << k.status();
+  std::mt19937_64 rng(90);
+  for (int ci = 0; ci < (*k)->num_configs; ++ci) {
+    const TileConfig c = FromAbi((*k)->configs[ci]);
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{192, 512}, {128, 512}, {512, 256}, {512, 128}})
+      for (int64_t M : {int64_t{1}, int64_t{c.block_m + 1}, int64_t{4099}, int64_t{16384}}) {
+        if (!WgmmaFits(*k, c, K)) continue;  // panel + ring over the shared memory: refusal checked below
+        if (M == 16384 && K != 192) continue;       // one full-size shape per config (the CPU reference is slow)
+        CaseSpec spec;
+        spec.shape = {M >= 4096 ? int64_t{16} : int64_t{3}, M, N, K};
+        spec.layout = (M + K + ci) % 2 ? OutputLayout::kBatchMajor : OutputLayout::kHeadMajor;
+        spec.strided_x = (M + ci) % 3 != 0;
+        spec.activations = (ci + M) % 2 ? ActivationMode::kMxfp4Even : ActivationMode::kBf16;
+        spec.x_gen = *ParseGenerator(M % 3 == 0 ? "heavy-tail" : "normal");
+        spec.w_gen = *ParseGenerator(M % 2 ? "uniform-codes" : "normal");
+        spec.seed = rng();
+        SCOPED_TRACE(testing::Message() << c.ToString() << " K=" << K << " M=" << M);
+        CheckCase(*k, c, spec);
+      }
+  }
+  mxval_gemm_args a{};
+  a.B = 1, a.M = 4096, a.N = 512, a.K = 192, a.x_stride_k = 1, a.x_stride_m = 192, a.w_packed_stride_n = 96;
+  a.y_stride_m = 512;
+  alignas(16) uint16_t dummy[8];
+  a.x = a.y = dummy;
+  a.w_packed = a.w_scales = reinterpret_cast<const uint8_t*>(dummy);
+  TileConfig c128, c256;
+  for (int i = 0; i < (*k)->num_configs; ++i) {
+    const TileConfig c = FromAbi((*k)->configs[i]);
+    if (c.block_n == 128) c128 = c;
+    if (c.block_n == 256) c256 = c;
+  }
+  ASSERT_EQ(c128.block_n, 128);
+  ASSERT_EQ(c256.block_n, 256);
+  EXPECT_TRUE(CanImplement(**k, a, c128).ok());
+  auto refused = [&](const mxval_gemm_args& args, const TileConfig& c, const char* what) {
+    const absl::Status st = CanImplement(**k, args, c);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << what;
+    EXPECT_NE(st.message().find(what), std::string::npos) << st;
+  };
+  mxval_gemm_args b = a;
+  b.K = 160, b.w_packed_stride_n = 80;
+  refused(b, c128, "multiple of 64");
+  TileConfig split = c128;
+  split.ksplit = 2;
+  refused(a, split, "NUM_KSPLIT=1");
+  b = a;
+  b.K = 512, b.w_packed_stride_n = 256;
+  refused(b, c256, "shared memory");
+  b = a;
+  b.x_stride_k = 2;
+  refused(b, c128, "unit-stride");
+  b = a;
+  b.y_stride_m = 516;
+  refused(b, c128, "multiples of 8");
 }
 
 TEST_F(GpuKernels, RejectsWhatItCannotDo) {
