@@ -13,6 +13,9 @@
 //                 phases are unit-tested on the CPU (a16wfp4_tile.h).
 //   a16wfp4_decode  M <= 64 (NVIDIA): one pass over the weights, dequantized
 //                 straight into mma fragments in registers; see below.
+//   a16wfp4_wgmma  M > 64 (NVIDIA sm_90a): warpgroup MMA against a weight
+//                 panel dequantized once per CTA into swizzled shared memory,
+//                 x through a cp.async or TMA-fed ring; see below.
 //   reduce        split-K: sums the FP32 partials in split order, rounds.
 // Per-CTA flow (a16wfp4_tile.h): load x and packed w tiles, dequantize the w
 // tile to bf16 in smem once (reused by every row of the CTA), re-quantize x
@@ -28,6 +31,7 @@
 #include "kernels/gpu/a16wfp4_tile.h"
 #include "kernels/gpu/gpu_compat.h"
 #if defined(MXVAL_NVIDIA)
+#include <cuda.h>  // CUtensorMap (types only: the encoder is fetched from the driver at run time)
 #include <cuda_bf16.h>
 
 #include "kernels/gpu/wgmma_sm90.h"
@@ -1157,6 +1161,80 @@ __device__ __forceinline__ void RequantSwizzledGroup(uint8_t* stage, int r, int 
   }
 }
 
+// The CTA's weight panel: w[b, n0:n0+BN, 0:K] dequantized to bf16 into
+// `panel` (K/64 chunks of BN 128-byte-swizzled rows). `lut` is scratch
+// shared memory for the dequant table. Ends with a barrier of `nthreads`
+// threads (the whole CTA) after an async-proxy fence.
+template <int BN>
+__device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, DequantLut* lut, int64_t b, int64_t n0,
+                                           int tid, int nthreads) {
+  BuildDequantLut(lut, tid, nthreads);
+  __syncthreads();
+  // One item = one 32-wide scale group of one column: 16 packed bytes and
+  // one scale byte. kBatch items per thread are loaded before any is used,
+  // so the panel costs about one memory latency per batch, not per item.
+  constexpr int kBatch = 8;
+  const int kg = static_cast<int>(p.K / 32), items = BN * kg;
+  for (int base = tid; base < items; base += nthreads * kBatch) {
+    uint4 w[kBatch];
+    uint8_t sc[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * nthreads, r = i / kg, g = i % kg;
+      const int64_t n = n0 + r;
+      w[u] = make_uint4(0, 0, 0, 0);
+      sc[u] = 127;  // past N: code 0 with scale 2^0
+      if (i < items && n < p.N) {
+        w[u] = *reinterpret_cast<const uint4*>(p.wp + b * p.wp_sb + n * p.wp_sn + g * 16);
+        sc[u] = p.ws[b * p.ws_sb + n * p.ws_sn + g];  // g < K/32
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + u * nthreads, r = i / kg, g = i % kg;
+      if (i >= items) continue;
+      uint8_t* dst = panel + (g / 2) * (BN * 128);
+      const uint32_t words[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        *reinterpret_cast<U32x4*>(dst + Sw128(r, (g % 2) * 4 + q)) = DequantBytes8(words[q], sc[u], lut);
+      }
+    }
+  }
+  FenceProxyAsync();
+  __syncthreads();
+}
+
+// Stores one warpgroup's 64 x BN accumulator tile (rows m0.., columns n0..)
+// as bf16. A quad (4 lanes, one row) holds 4 chunks of 8 columns as bf16
+// pairs; a 4x4 transpose over the quad gives each lane 8 consecutive
+// columns, stored as 16 bytes, so every row segment is written in whole
+// 32-byte sectors (4-byte stores half-filled sectors and capped the kernel
+// near 1 TB/s of output). N % 8 == 0 and 16-byte aligned y rows
+// (can_implement).
+template <int BN>
+__device__ __forceinline__ void StoreTile(const GemmParams& p, float (&acc)[BN / 2], int64_t b, int64_t m0, int64_t n0,
+                                          int warp, int lane) {
+  const int t = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t m = m0 + warp * 16 + lane / 4 + 8 * h;
+    uint16_t* row = p.y + b * p.y_sb + (m < p.M ? m : 0) * p.y_sm;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j += 4) {
+      uint32_t a[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const __nv_bfloat162 pr = __floats2bfloat162_rn(acc[4 * (j + c) + 2 * h], acc[4 * (j + c) + 2 * h + 1]);
+        a[c] = *reinterpret_cast<const uint32_t*>(&pr);
+      }
+      QuadTranspose4(a, t);
+      const int64_t n = n0 + 8 * (j + t);  // N % 8 == 0: a chunk is all in or all out
+      if (m < p.M && n < p.N) *reinterpret_cast<uint4*>(row + n) = make_uint4(a[0], a[1], a[2], a[3]);
+    }
+  }
+}
+
 // MX: mxfp4-even activations (a separate instantiation, so the bf16 path
 // does not carry the re-quantization's registers).
 template <int WGS, int BN, int STAGES, bool MX>
@@ -1196,42 +1274,9 @@ __global__ void __launch_bounds__(WGS * 128) A16wfp4WgmmaKernel(GemmParams p, in
   };
   for (int s = 0; s < D; ++s) issue(s);
 
-  DequantLut* lut = reinterpret_cast<DequantLut*>(xs + (STAGES - 1) * C::kXStage);
-  BuildDequantLut(lut, tid, kThreads);
-  __syncthreads();
-  // One item = one 32-wide scale group of one column: 16 packed bytes and
-  // one scale byte. kBatch items per thread are loaded before any is used,
-  // so the panel costs about one memory latency per batch, not per item.
-  constexpr int kBatch = 8;
-  const int kg = static_cast<int>(p.K / 32), items = BN * kg;
-  for (int base = tid; base < items; base += kThreads * kBatch) {
-    uint4 w[kBatch];
-    uint8_t sc[kBatch];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = base + u * kThreads, r = i / kg, g = i % kg;
-      const int64_t n = n0 + r;
-      w[u] = make_uint4(0, 0, 0, 0);
-      sc[u] = 127;  // past N: code 0 with scale 2^0
-      if (i < items && n < p.N) {
-        w[u] = *reinterpret_cast<const uint4*>(p.wp + b * p.wp_sb + n * p.wp_sn + g * 16);
-        sc[u] = p.ws[b * p.ws_sb + n * p.ws_sn + g];  // g < K/32
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = base + u * kThreads, r = i / kg, g = i % kg;
-      if (i >= items) continue;
-      uint8_t* dst = panel + (g / 2) * C::kPanelChunk;
-      const uint32_t words[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        *reinterpret_cast<U32x4*>(dst + Sw128(r, (g % 2) * 4 + q)) = DequantBytes8(words[q], sc[u], lut);
-      }
-    }
-  }
-  FenceProxyAsync();
-  __syncthreads();  // panel visible to the tensor cores; stage STAGES-1 is free again
+  // The panel (ends with a barrier): visible to the tensor cores, and stage
+  // STAGES-1 (the table's scratch) is free again.
+  BuildPanel<BN>(p, panel, reinterpret_cast<DequantLut*>(xs + (STAGES - 1) * C::kXStage), b, n0, tid, kThreads);
 
   // 2. Stream x chunks: step s is (tile s / nk, k chunk s % nk).
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
@@ -1266,33 +1311,165 @@ __global__ void __launch_bounds__(WGS * 128) A16wfp4WgmmaKernel(GemmParams p, in
     }
     WgmmaWait<0>();
     FenceRegs(acc);
-    // Epilogue straight from the accumulators: a quad (4 lanes, one row)
-    // holds 4 chunks of 8 columns as bf16 pairs; a 4x4 transpose over the
-    // quad gives each lane 8 consecutive columns, stored as 16 bytes, so
-    // every row segment is written in whole 32-byte sectors (4-byte stores
-    // half-filled sectors and capped the kernel near 1 TB/s of output).
-    const int64_t m0 = (blockIdx.y + static_cast<int64_t>(step / nk) * groups) * BM;
-    const int t = lane % 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t m = m0 + wg * 64 + warp * 16 + lane / 4 + 8 * h;
-      uint16_t* row = p.y + b * p.y_sb + (m < p.M ? m : 0) * p.y_sm;
-#pragma unroll
-      for (int j = 0; j < BN / 8; j += 4) {
-        uint32_t a[4];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const __nv_bfloat162 pr = __floats2bfloat162_rn(acc[4 * (j + c) + 2 * h], acc[4 * (j + c) + 2 * h + 1]);
-          a[c] = *reinterpret_cast<const uint32_t*>(&pr);
-        }
-        QuadTranspose4(a, t);
-        const int64_t n = n0 + 8 * (j + t);  // N % 8 == 0: a chunk is all in or all out
-        if (m < p.M && n < p.N) *reinterpret_cast<uint4*>(row + n) = make_uint4(a[0], a[1], a[2], a[3]);
-      }
-    }
+    StoreTile<BN>(p, acc, b, (blockIdx.y + static_cast<int64_t>(step / nk) * groups) * BM + wg * 64, n0, warp, lane);
   }
   WgmmaWait<0>();
   CpAsyncWait<0>();
+}
+
+
+// ---- Warp-specialized variant (num_warps = 9): the x ring is filled by TMA.
+// Warp 8 is the producer: one lane issues cp.async.bulk.tensor copies of
+// (BM=128 x 64) x chunks, 128-byte swizzled by the copy engine, each
+// completing on the stage's `full` mbarrier; warps 0-7 (two warpgroups)
+// consume, and release a stage (its `empty` mbarrier, one arrival per
+// warp) once the wgmma group reading it has retired. The consumers never
+// wait for a CTA-wide barrier in the loop and spend no issue slots on
+// copies, and the producer keeps the ring full through their epilogues.
+__device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void MbarExpectTx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void MbarArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddr(bar)) : "memory");
+}
+// Waits until the phase with this parity has completed.
+__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = SmemAddr(bar);
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  }
+}
+__device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+          SmemAddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(SmemAddr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void ConsumerBarrier() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+
+// BM = 128: both consumer warpgroups work on one 128-row tile (64 rows
+// each) and store their halves together. BM = 64 ("ping-pong"): each
+// stage holds a 64-row tile, and consumer warpgroup w takes the CTA's
+// tiles w, w + 2, ..., so one warpgroup's epilogue overlaps the other's
+// MMAs.
+__device__ __forceinline__ void NamedBarrier(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+template <int BM, int BN, int STAGES>
+struct WtConfig {
+  static constexpr int kBM = BM, kThreads = 288, kXStage = BM * 128, kPanelChunk = BN * 128;
+  static size_t Smem(int64_t K) {
+    return 1024 + size_t{STAGES} * kXStage + static_cast<size_t>(K / 64) * kPanelChunk + 2 * STAGES * sizeof(uint64_t);
+  }
+  static_assert((BM == 64 || BM == 128) && STAGES >= 2 && kXStage >= sizeof(DequantLut), "ring");
+};
+
+template <int BM, int BN, int STAGES, bool MX>
+__global__ void __launch_bounds__(288, 1)
+    A16wfp4WgmmaTmaKernel(const __grid_constant__ CUtensorMap xmap, GemmParams p, int groups) {
+  using C = WtConfig<BM, BN, STAGES>;
+  constexpr bool kPingPong = BM == 64;
+  extern __shared__ uint4 wt_smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(wt_smem_raw);
+  smem += ((SmemAddr(smem) + 1023u) & ~1023u) - SmemAddr(smem);
+  uint8_t* xs = smem;
+  uint8_t* panel = smem + STAGES * C::kXStage;
+  uint64_t* full = reinterpret_cast<uint64_t*>(panel + (p.K / 64) * C::kPanelChunk);
+  uint64_t* empty = full + STAGES;
+  const int tid = threadIdx.x, warp_id = tid / 32, lane = tid % 32;
+  const int64_t b = blockIdx.z, n0 = static_cast<int64_t>(blockIdx.x) * BN;
+  const int nk = static_cast<int>(p.K / 64);
+  const int64_t mtiles = (p.M + BM - 1) / BM;
+  const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
+  const int steps = my_tiles * nk;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      MbarInit(full + s, 1);
+      MbarInit(empty + s, kPingPong ? 4 : 8);  // one arrival per consuming warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  auto load = [&](int step) {
+    const int stage = step % STAGES;
+    const int m0 = static_cast<int>((blockIdx.y + static_cast<int64_t>(step / nk) * groups) * BM);
+    MbarExpectTx(full + stage, C::kXStage);
+    TmaLoad3d(xs + stage * C::kXStage, &xmap, (step % nk) * 64, m0, static_cast<int>(b), full + stage);
+  };
+  // The first STAGES-1 chunks fly while every thread builds the panel (its
+  // table sits in the last stage meanwhile).
+  if (tid == 256) {
+    for (int s = 0; s < STAGES - 1 && s < steps; ++s) load(s);
+  }
+  BuildPanel<BN>(p, panel, reinterpret_cast<DequantLut*>(xs + (STAGES - 1) * C::kXStage), b, n0, tid, C::kThreads);
+
+  if (warp_id == 8) {  // producer
+    if (lane == 0) {
+      for (int step = STAGES - 1; step < steps; ++step) {
+        MbarWait(empty + step % STAGES, ((step / STAGES) & 1) ^ 1);
+        load(step);
+      }
+    }
+    return;
+  }
+  const int wg = tid / 128, warp = (tid % 128) / 32;
+  const uint32_t xs_addr = SmemAddr(xs), panel_addr = SmemAddr(panel);
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+  int pending = -1;  // the step whose stage an in-flight wgmma group still reads
+  for (int ti = kPingPong ? wg : 0; ti < my_tiles; ti += kPingPong ? 2 : 1) {
+    for (int kc = 0; kc < nk; ++kc) {
+      const int step = ti * nk + kc, st = step % STAGES;
+      MbarWait(full + st, (step / STAGES) & 1);
+      if (MX) {
+        // BM x 2 groups: one per thread of the consuming warpgroup(s).
+        const int ct = kPingPong ? tid % 128 : tid;
+        RequantSwizzledGroup(xs + st * C::kXStage, ct / 2, ct % 2);
+        FenceProxyAsync();
+        if (kPingPong) {
+          NamedBarrier(1 + wg, 128);
+        } else {
+          NamedBarrier(1, 256);
+        }
+      }
+      const uint32_t a_base = xs_addr + st * C::kXStage + (kPingPong ? 0 : wg * 64 * 128);
+      const uint32_t b_base = panel_addr + kc * C::kPanelChunk;
+      FenceRegs(acc);
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        Wgmma<BN>::Mma(acc, SmemDescSw128(a_base + kk * 32), SmemDescSw128(b_base + kk * 32), kc > 0 || kk > 0);
+      }
+      WgmmaCommit();
+      if (kc != nk - 1) {
+        WgmmaWait<1>();
+        if (pending >= 0 && lane == 0) MbarArrive(empty + pending % STAGES);
+        pending = step;
+        continue;
+      }
+      WgmmaWait<0>();
+      if (lane == 0) {
+        if (pending >= 0) MbarArrive(empty + pending % STAGES);
+        MbarArrive(empty + st);
+      }
+      pending = -1;
+      FenceRegs(acc);
+      const int64_t m0 = (blockIdx.y + static_cast<int64_t>(ti) * groups) * BM + (kPingPong ? 0 : wg * 64);
+      StoreTile<BN>(p, acc, b, m0, n0, warp, lane);
+    }
+  }
+  WgmmaWait<0>();
 }
 
 // Compiled variants: (warpgroups along M, BN, stages).
@@ -1319,17 +1496,60 @@ struct WgEntry {
 const WgEntry kWgEntries[] = {MXVAL_WG_CONFIGS(MXVAL_WG_ENTRY)};
 #undef MXVAL_WG_ENTRY
 constexpr int kNumWg = sizeof(kWgEntries) / sizeof(kWgEntries[0]);
+
+// TMA-fed variants: (BM, BN, stages); listed with num_warps = 9 (8
+// consumer warps and the producer warp). BM = 64 is the ping-pong variant.
+#define MXVAL_WT_CONFIGS(X) \
+  X(128, 128, 4)            \
+  X(128, 128, 6)            \
+  X(128, 256, 6)            \
+  X(128, 64, 10)            \
+  X(64, 128, 12)            \
+  X(64, 256, 12)            \
+  X(64, 64, 20)
+struct WtEntry {
+  mxval_tile_config config;
+  size_t (*smem)(int64_t K);
+  void (*kernel)(CUtensorMap, GemmParams, int);
+  void (*kernel_mx)(CUtensorMap, GemmParams, int);
+};
+#define MXVAL_WT_ENTRY(BM, BN, ST)                                                                   \
+  {{BM, BN, 64, 1, ST, 9}, WtConfig<BM, BN, ST>::Smem, A16wfp4WgmmaTmaKernel<BM, BN, ST, false>, \
+   A16wfp4WgmmaTmaKernel<BM, BN, ST, true>},
+const WtEntry kWtEntries[] = {MXVAL_WT_CONFIGS(MXVAL_WT_ENTRY)};
+#undef MXVAL_WT_ENTRY
+constexpr int kNumWt = sizeof(kWtEntries) / sizeof(kWtEntries[0]);
+
 const mxval_tile_config* WgConfigList() {
-  static mxval_tile_config configs[kNumWg];
+  static mxval_tile_config configs[kNumWg + kNumWt];
   for (int i = 0; i < kNumWg; ++i) configs[i] = kWgEntries[i].config;
+  for (int i = 0; i < kNumWt; ++i) configs[kNumWg + i] = kWtEntries[i].config;
   return configs;
+}
+
+// cuTensorMapEncodeTiled from the driver (the runtime hands out the entry
+// point, so the library does not link libcuda), or null.
+using TensorMapEncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                       const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                       CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+TensorMapEncodeFn TensorMapEncoder() {
+  static const TensorMapEncodeFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      return static_cast<TensorMapEncodeFn>(nullptr);
+    }
+    return reinterpret_cast<TensorMapEncodeFn>(f);
+  }();
+  return fn;
 }
 #endif  // MXVAL_NVIDIA
 }  // namespace
 
 const mxval_tile_config* WgmmaConfigs(int32_t* n) {
 #if defined(MXVAL_NVIDIA)
-  *n = kNumWg;
+  *n = kNumWg + kNumWt;
   return WgConfigList();
 #else
   *n = 0;
@@ -1344,7 +1564,10 @@ int32_t WgmmaCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, 
   return SetErr(err, len, "a16wfp4_wgmma is NVIDIA sm_90a only (warpgroup MMA); use a16wfp4_tc here"), 1;
 #else
   const WgEntry* e = FindEntry(kWgEntries, c);
-  if (e == nullptr) return SetErr(err, len, "this config is not compiled into a16wfp4_wgmma; see the kernel's config list"), 1;
+  const WtEntry* et = FindEntry(kWtEntries, c);
+  if (e == nullptr && et == nullptr) {
+    return SetErr(err, len, "this config is not compiled into a16wfp4_wgmma; see the kernel's config list"), 1;
+  }
   if (c->ksplit != 1) return SetErr(err, len, "a16wfp4_wgmma runs NUM_KSPLIT=1 only (each CTA keeps all of K resident)"), 1;
   if (a->K % 64 != 0) {
     return SetErr(err, len, "a16wfp4_wgmma needs K to be a multiple of 64 (its k chunk); use a16wfp4_tc for this K"), 1;
@@ -1361,7 +1584,7 @@ int32_t WgmmaCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, 
                   "16-byte aligned"), 1;
   }
   if ((a->N + c->block_n - 1) / c->block_n > 2147483647LL) return SetErr(err, len, "grid too large"), 1;
-  if (e->smem(a->K) > static_cast<size_t>(OptinSmem())) {
+  if ((e != nullptr ? e->smem(a->K) : et->smem(a->K)) > static_cast<size_t>(OptinSmem())) {
     return SetErr(err, len,
                   "a16wfp4_wgmma's weight panel (BLOCK_SIZE_N x K bf16) plus its x stages exceed the device's "
                   "shared memory per block: use a smaller BLOCK_SIZE_N or fewer stages"), 1;
@@ -1374,16 +1597,23 @@ int32_t WgmmaRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err
   if (int32_t r = WgmmaCanImplement(a, c, err, len)) return r;
 #if defined(MXVAL_NVIDIA)
   const WgEntry* e = FindEntry(kWgEntries, c);
+  const WtEntry* et = FindEntry(kWtEntries, c);
   const GemmParams p = MakeParams(*a, 64, 1);
-  const size_t smem = e->smem(a->K);
+  const size_t smem = e != nullptr ? e->smem(a->K) : et->smem(a->K);
   const bool mx = a->activations == MXVAL_ACT_MXFP4_EVEN;
-  void (*kernel)(GemmParams, int) = mx ? e->kernel_mx : e->kernel;
-  static thread_local size_t raised[2][kNumWg] = {};
-  if (int32_t r = RaiseSmem(kernel, smem, &raised[mx][e - kWgEntries], err, len)) return r;
+  void (*kernel)(GemmParams, int) = e == nullptr ? nullptr : (mx ? e->kernel_mx : e->kernel);
+  void (*tkernel)(CUtensorMap, GemmParams, int) = et == nullptr ? nullptr : (mx ? et->kernel_mx : et->kernel);
+  static thread_local size_t raised[2][kNumWg + kNumWt] = {};
+  if (int32_t r = e != nullptr ? RaiseSmem(kernel, smem, &raised[mx][e - kWgEntries], err, len)
+                               : RaiseSmem(tkernel, smem, &raised[mx][kNumWg + (et - kWtEntries)], err, len)) {
+    return r;
+  }
   int dev = 0, sms = 0, per_sm = 0;
   const int threads = c->num_warps * 32;
+  const cudaError_t occ = e != nullptr ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem)
+                                       : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tkernel, threads, smem);
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess || sms <= 0) {
+      occ != cudaSuccess || sms <= 0) {
     return SetErr(err, len, "cannot query the device's multiprocessor count or occupancy"), 1;
   }
   if (per_sm < 1) return SetErr(err, len, "a16wfp4_wgmma: this config cannot be resident on the device"), 1;
@@ -1396,7 +1626,25 @@ int32_t WgmmaRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err
   if (groups < 1) groups = 1;
   if (groups > 65535) groups = 65535;
   const dim3 grid(static_cast<unsigned>(ntiles), static_cast<unsigned>(groups), static_cast<unsigned>(a->B));
-  kernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(p, static_cast<int>(groups));
+  if (e != nullptr) {
+    kernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(p, static_cast<int>(groups));
+  } else {
+    // x as a 3-D tensor (K, M, B) of bf16, 128-byte swizzled boxes of
+    // 64 x BLOCK_SIZE_M; rows past M read as zeros.
+    const TensorMapEncodeFn encode = TensorMapEncoder();
+    if (encode == nullptr) return SetErr(err, len, "the driver does not provide cuTensorMapEncodeTiled"), 1;
+    CUtensorMap map;
+    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(a->K), static_cast<cuuint64_t>(a->M), static_cast<cuuint64_t>(a->B)};
+    const cuuint64_t row_bytes = static_cast<cuuint64_t>(a->x_stride_m) * 2;
+    const cuuint64_t strides[2] = {row_bytes,
+                                   a->B > 1 ? static_cast<cuuint64_t>(a->x_stride_b) * 2 : row_bytes * static_cast<cuuint64_t>(a->M)};
+    const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(c->block_m), 1}, estr[3] = {1, 1, 1};
+    const CUresult cr = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(a->x), dims, strides, box, estr,
+                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (cr != CUDA_SUCCESS) return SetErr(err, len, "cuTensorMapEncodeTiled refused x's layout (TMA variant)"), 1;
+    tkernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(map, p, static_cast<int>(groups));
+  }
   const cudaError_t le = cudaGetLastError();
   if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
   return 0;
