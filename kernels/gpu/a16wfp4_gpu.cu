@@ -1472,10 +1472,10 @@ __global__ void __launch_bounds__(288, 1)
   WgmmaWait<0>();
 }
 
-// Compiled variants: (warpgroups along M, BN, stages).
-// Deep rings: each step's wgmma work is short (tens of ns) next to the
-// memory latency under load (~2 us), so the ring, not the math, sets the
-// rate: up to STAGES - 2 chunks of 16 KiB in flight per CTA.
+// Compiled variants: (warpgroups along M, BN, stages). Up to STAGES - 2
+// chunks are in flight per CTA; the deep rings (8-12 stages) were added
+// on the guess that latency set the rate, and measured no faster
+// (BENCHMARKS.md, "Hopper kernel"): they stay as tuning options.
 #define MXVAL_WG_CONFIGS(X) \
   X(2, 128, 4)              \
   X(2, 128, 5)              \

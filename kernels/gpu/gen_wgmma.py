@@ -31,7 +31,6 @@ for n in NS:
     outs = ", ".join('"+f"(d[%d])' % i for i in range(r))
     print("template <>")
     print("struct Wgmma<%d> {" % n)
-    print("  static constexpr int kRegs = %d;" % r)
     print("  __device__ __forceinline__ static void Mma(float (&d)[%d], uint64_t a, uint64_t b, int accumulate) {" % r)
     print("    asm volatile(")
     print('        "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (r + 2))

@@ -18,7 +18,6 @@ struct Wgmma;
 
 template <>
 struct Wgmma<64> {
-  static constexpr int kRegs = 32;
   __device__ __forceinline__ static void Mma(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -30,7 +29,6 @@ struct Wgmma<64> {
 
 template <>
 struct Wgmma<128> {
-  static constexpr int kRegs = 64;
   __device__ __forceinline__ static void Mma(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -42,7 +40,6 @@ struct Wgmma<128> {
 
 template <>
 struct Wgmma<256> {
-  static constexpr int kRegs = 128;
   __device__ __forceinline__ static void Mma(float (&d)[128], uint64_t a, uint64_t b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
