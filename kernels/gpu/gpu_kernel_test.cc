@@ -99,14 +99,21 @@ void CheckCase(const mxval_kernel* k, const TileConfig& c, const CaseSpec& spec)
 
 // Whether a16wfp4_wgmma's shared memory (weight panel for all of K plus
 // the x ring) fits this config at this K; any other refusal fails the test.
-bool WgmmaFits(const mxval_kernel* k, const TileConfig& c, int64_t K) {
-  mxval_gemm_args a{};
-  a.B = 1, a.M = 256, a.N = 512, a.K = K, a.x_stride_k = 1, a.x_stride_m = K, a.w_packed_stride_n = K / 2;
-  a.y_stride_m = 512;
+// Arguments for can_implement checks only (never launched): B = 1, unit-stride
+// x rows, packed rows of K/2 bytes, head-major y; pointers at a 16-byte
+// aligned dummy.
+mxval_gemm_args ShapeOnlyArgs(int64_t M, int64_t N, int64_t K) {
   alignas(16) static uint16_t dummy[8];
+  mxval_gemm_args a{};
+  a.B = 1, a.M = M, a.N = N, a.K = K, a.x_stride_k = 1, a.x_stride_m = K, a.w_packed_stride_n = K / 2;
+  a.y_stride_m = N;
   a.x = a.y = dummy;
   a.w_packed = a.w_scales = reinterpret_cast<const uint8_t*>(dummy);
-  const absl::Status st = CanImplement(*k, a, c);
+  return a;
+}
+
+bool WgmmaFits(const mxval_kernel* k, const TileConfig& c, int64_t K) {
+  const absl::Status st = CanImplement(*k, ShapeOnlyArgs(256, 512, K), c);
   if (st.ok()) return true;
   EXPECT_NE(st.message().find("shared memory"), std::string::npos) << st;
   return false;
@@ -271,11 +278,7 @@ TEST_F(GpuKernels, DecodeKernelEveryKAndBucket) {
       }
   }
   // Refusals: M above the bucket, an uncompiled K, split-K.
-  mxval_gemm_args a{};
-  a.B = 1, a.M = 65, a.N = 64, a.K = 192, a.x_stride_k = 1, a.x_stride_m = 192, a.w_packed_stride_n = 96;
-  alignas(16) uint16_t dummy[8];
-  a.x = a.y = dummy;
-  a.w_packed = a.w_scales = reinterpret_cast<const uint8_t*>(dummy);
+  mxval_gemm_args a = ShapeOnlyArgs(65, 64, 192);
   TileConfig c64;
   for (int i = 0; i < (*k)->num_configs; ++i) {
     const TileConfig c = FromAbi((*k)->configs[i]);
@@ -319,12 +322,7 @@ TEST_F(GpuKernels, WgmmaKernelEveryConfigAcrossTiles) {
         CheckCase(*k, c, spec);
       }
   }
-  mxval_gemm_args a{};
-  a.B = 1, a.M = 4096, a.N = 512, a.K = 192, a.x_stride_k = 1, a.x_stride_m = 192, a.w_packed_stride_n = 96;
-  a.y_stride_m = 512;
-  alignas(16) uint16_t dummy[8];
-  a.x = a.y = dummy;
-  a.w_packed = a.w_scales = reinterpret_cast<const uint8_t*>(dummy);
+  const mxval_gemm_args a = ShapeOnlyArgs(4096, 512, 192);
   TileConfig c128, c256;
   for (int i = 0; i < (*k)->num_configs; ++i) {
     const TileConfig c = FromAbi((*k)->configs[i]);
