@@ -15,7 +15,8 @@
 //                 straight into mma fragments in registers; see below.
 //   a16wfp4_wgmma  M > 64 (NVIDIA sm_90a): warpgroup MMA against a weight
 //                 panel dequantized once per CTA into swizzled shared memory,
-//                 x through a cp.async or TMA-fed ring; see below.
+//                 x through a cp.async or TMA-fed ring, output through TMA
+//                 stores (TMA-fed variants); see below.
 //   reduce        split-K: sums the FP32 partials in split order, rounds.
 // Per-CTA flow (a16wfp4_tile.h): load x and packed w tiles, dequantize the w
 // tile to bf16 in smem once (reused by every row of the CTA), re-quantize x
@@ -27,6 +28,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/gpu/a16wfp4_tile.h"
 #include "kernels/gpu/gpu_compat.h"
@@ -486,6 +488,38 @@ __global__ void ReduceSplitsKernel(GemmParams p) {
 void SetErr(char* err, size_t len, const char* msg) {
   if (err != nullptr && len > 0) snprintf(err, len, "%s", msg);
 }
+
+#if defined(MXVAL_NVIDIA)
+// MXVAL_CUDA_PDL=1: launch a16wfp4_decode and the TMA-fed a16wfp4_wgmma
+// variants with programmatic dependent launch (read once per process).
+bool PdlRequested() {
+  static const bool pdl = [] {
+    const char* v = getenv("MXVAL_CUDA_PDL");
+    return v != nullptr && v[0] == '1';
+  }();
+  return pdl;
+}
+
+// Launches `kernel` with programmatic stream serialization (programmatic
+// dependent launch): it may start while the kernel before it on the stream
+// is still running, and must wait (griddepcontrol.wait) before it reads
+// that kernel's outputs or writes anything that kernel may read.
+template <typename... Params, typename... Args>
+cudaError_t LaunchWithPdl(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, void* stream,
+                          Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = static_cast<cudaStream_t>(stream);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args&&>(args)...);
+}
+#endif
 
 GemmParams MakeParams(const mxval_gemm_args& a, int bk, int ksplit) {
   GemmParams p;
@@ -1045,22 +1079,8 @@ int32_t DecodeRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* er
   // both timings):
   // the contract is that w_packed and w_scales are not written by the kernel
   // launched just before this one on the stream.
-  static const bool pdl = [] {
-    const char* v = getenv("MXVAL_CUDA_PDL");
-    return v != nullptr && v[0] == '1';
-  }();
-  if (pdl) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(static_cast<unsigned>(c->num_warps * 32));
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = static_cast<cudaStream_t>(a->stream);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    const cudaError_t le = cudaLaunchKernelEx(&cfg, e->kernel, p);
+  if (PdlRequested()) {
+    const cudaError_t le = LaunchWithPdl(e->kernel, grid, c->num_warps * 32, smem, a->stream, p);
     if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
     return 0;
   }
@@ -1102,6 +1122,11 @@ struct WgConfig {
 
 // Byte offset of 16-byte chunk c of row r in a 128-byte-swizzled tile.
 __device__ __forceinline__ int Sw128(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
+// (lo, hi) -> bf16x2 bits, lo in the low half, round to nearest even.
+__device__ __forceinline__ uint32_t CvtBf16x2(float lo, float hi) {
+  const __nv_bfloat162 pr = __floats2bfloat162_rn(lo, hi);  // one cvt.rn.bf16x2.f32
+  return *reinterpret_cast<const uint32_t*>(&pr);
+}
 
 // Keeps the compiler from moving accumulator registers while a wgmma that
 // writes them may be in flight.
@@ -1225,8 +1250,7 @@ __device__ __forceinline__ void StoreTile(const GemmParams& p, float (&acc)[BN /
       uint32_t a[4];
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const __nv_bfloat162 pr = __floats2bfloat162_rn(acc[4 * (j + c) + 2 * h], acc[4 * (j + c) + 2 * h + 1]);
-        a[c] = *reinterpret_cast<const uint32_t*>(&pr);
+        a[c] = CvtBf16x2(acc[4 * (j + c) + 2 * h], acc[4 * (j + c) + 2 * h + 1]);
       }
       QuadTranspose4(a, t);
       const int64_t n = n0 + 8 * (j + t);  // N % 8 == 0: a chunk is all in or all out
@@ -1326,6 +1350,10 @@ __global__ void __launch_bounds__(WGS * 128) A16wfp4WgmmaKernel(GemmParams p, in
 // warp) once the wgmma group reading it has retired. The consumers never
 // wait for a CTA-wide barrier in the loop and spend no issue slots on
 // copies, and the producer keeps the ring full through their epilogues.
+// Their epilogue stages each tile in shared memory and hands it to the copy
+// engine (TMA stores), so a warpgroup's next MMAs overlap its output
+// draining: about 1.5x at M = 16384 (GLM-5 K-up) against 16-byte st.global
+// (BENCHMARKS.md, "TMA-store epilogue").
 __device__ __forceinline__ void MbarInit(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(count) : "memory");
 }
@@ -1354,7 +1382,6 @@ __device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, int
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(SmemAddr(bar))
       : "memory");
 }
-__device__ __forceinline__ void ConsumerBarrier() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
 // BM = 128: both consumer warpgroups work on one 128-row tile (64 rows
 // each) and store their halves together. BM = 64 ("ping-pong"): each
@@ -1365,18 +1392,69 @@ __device__ __forceinline__ void NamedBarrier(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+// TMA stores: one consumer warpgroup's 64 x BN bf16 tile is staged as BN/64
+// boxes of 64 rows x 128 bytes (128-byte swizzled, as the y tensor map's
+// boxes are), written with stmatrix and sent by one cp.async.bulk.tensor
+// store per box; `bufs` (1 or 2) such staging areas per warpgroup.
 template <int BM, int BN, int STAGES>
 struct WtConfig {
-  static constexpr int kBM = BM, kThreads = 288, kXStage = BM * 128, kPanelChunk = BN * 128;
-  static size_t Smem(int64_t K) {
-    return 1024 + size_t{STAGES} * kXStage + static_cast<size_t>(K / 64) * kPanelChunk + 2 * STAGES * sizeof(uint64_t);
+  static constexpr int kThreads = 288, kXStage = BM * 128, kPanelChunk = BN * 128;
+  static constexpr int kOutWg = 64 * BN * 2, kOutBox = 64 * 128;
+  static size_t Smem(int64_t K, int bufs) {
+    return 1024 + size_t{STAGES} * kXStage + static_cast<size_t>(K / 64) * kPanelChunk + size_t{2} * bufs * kOutWg +
+           2 * STAGES * sizeof(uint64_t);
   }
   static_assert((BM == 64 || BM == 128) && STAGES >= 2 && kXStage >= sizeof(DequantLut), "ring");
+  static_assert(BN % 64 == 0, "TMA stores go in 64-column boxes");
 };
 
-template <int BM, int BN, int STAGES, bool MX>
+__device__ __forceinline__ void TmaStore3d(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(SmemAddr(src)), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+__device__ __forceinline__ void BulkCommit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's bulk store groups still read
+// shared memory.
+template <int N>
+__device__ __forceinline__ void BulkWaitRead() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void BulkWaitAll() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void Stmatrix4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
+// Writes one warp's 16 rows of a warpgroup accumulator tile (64 x BN) as
+// bf16 into `out` (BN/64 swizzled boxes of 64 x 128 bytes). The wgmma
+// fp32 fragment holds, per 8 columns j, rows lane/4 (acc[4j], acc[4j+1])
+// and lane/4 + 8 (acc[4j+2], acc[4j+3]): exactly the 8 x 8 matrices of
+// stmatrix, four per instruction (two row halves x two column chunks).
+// Lane l addresses row l % 8 of matrix l / 8; the 8 rows of a matrix sit in
+// 8 different 16-byte bank groups (swizzle), so the stores do not conflict.
+template <int BN>
+__device__ __forceinline__ void StageTileSw128(uint32_t out, const float (&acc)[BN / 2], int warp, int lane) {
+  const int row = warp * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+#pragma unroll
+  for (int j = 0; j < BN / 8; j += 2) {
+    const int chunk = j + lane / 16;  // 8-column chunk of this lane's matrix
+    const uint32_t addr = out + (chunk / 8) * (64 * 128) + Sw128(row, chunk % 8);
+    Stmatrix4(addr, CvtBf16x2(acc[4 * j], acc[4 * j + 1]), CvtBf16x2(acc[4 * j + 2], acc[4 * j + 3]),
+              CvtBf16x2(acc[4 * j + 4], acc[4 * j + 5]), CvtBf16x2(acc[4 * j + 6], acc[4 * j + 7]));
+  }
+}
+
+// TS: the epilogue stages each warpgroup's tile in shared memory and
+// stores it with TMA (`ymap`, `bufs` staging areas per warpgroup), so the
+// warpgroup goes on to its next tile's MMAs while the copy engine drains
+// the output; otherwise StoreTile's 16-byte st.global from registers.
+template <int BM, int BN, int STAGES, bool MX, bool TS>
 __global__ void __launch_bounds__(288, 1)
-    A16wfp4WgmmaTmaKernel(const __grid_constant__ CUtensorMap xmap, GemmParams p, int groups) {
+    A16wfp4WgmmaTmaKernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap ymap,
+                          GemmParams p, int groups, int bufs, int pdl) {
   using C = WtConfig<BM, BN, STAGES>;
   constexpr bool kPingPong = BM == 64;
   extern __shared__ uint4 wt_smem_raw[];
@@ -1384,7 +1462,8 @@ __global__ void __launch_bounds__(288, 1)
   smem += ((SmemAddr(smem) + 1023u) & ~1023u) - SmemAddr(smem);
   uint8_t* xs = smem;
   uint8_t* panel = smem + STAGES * C::kXStage;
-  uint64_t* full = reinterpret_cast<uint64_t*>(panel + (p.K / 64) * C::kPanelChunk);
+  uint8_t* ystage = panel + (p.K / 64) * C::kPanelChunk;  // 1024-aligned: BN x 128 per chunk
+  uint64_t* full = reinterpret_cast<uint64_t*>(ystage + (TS ? 2 * bufs * C::kOutWg : 0));
   uint64_t* empty = full + STAGES;
   const int tid = threadIdx.x, warp_id = tid / 32, lane = tid % 32;
   const int64_t b = blockIdx.z, n0 = static_cast<int64_t>(blockIdx.x) * BN;
@@ -1407,11 +1486,21 @@ __global__ void __launch_bounds__(288, 1)
     TmaLoad3d(xs + stage * C::kXStage, &xmap, (step % nk) * 64, m0, static_cast<int>(b), full + stage);
   };
   // The first STAGES-1 chunks fly while every thread builds the panel (its
-  // table sits in the last stage meanwhile).
-  if (tid == 256) {
+  // table sits in the last stage meanwhile). Launched with programmatic
+  // dependent launch (pdl), the panel (weights only: not the previous
+  // kernel's output) is built while the kernel before this one on the
+  // stream may still run; x is read and y written only after it finished.
+  if (!pdl && tid == 256) {
     for (int s = 0; s < STAGES - 1 && s < steps; ++s) load(s);
   }
   BuildPanel<BN>(p, panel, reinterpret_cast<DequantLut*>(xs + (STAGES - 1) * C::kXStage), b, n0, tid, C::kThreads);
+  if (pdl) {
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the next kernel may start its panel
+    if (tid == 256) {
+      for (int s = 0; s < STAGES - 1 && s < steps; ++s) load(s);
+    }
+  }
 
   if (warp_id == 8) {  // producer
     if (lane == 0) {
@@ -1428,6 +1517,7 @@ __global__ void __launch_bounds__(288, 1)
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
   int pending = -1;  // the step whose stage an in-flight wgmma group still reads
+  int out_buf = 0;   // TS: this warpgroup's staging area for the next tile
   for (int ti = kPingPong ? wg : 0; ti < my_tiles; ti += kPingPong ? 2 : 1) {
     for (int kc = 0; kc < nk; ++kc) {
       const int step = ti * nk + kc, st = step % STAGES;
@@ -1466,10 +1556,41 @@ __global__ void __launch_bounds__(288, 1)
       pending = -1;
       FenceRegs(acc);
       const int64_t m0 = (blockIdx.y + static_cast<int64_t>(ti) * groups) * BM + (kPingPong ? 0 : wg * 64);
-      StoreTile<BN>(p, acc, b, m0, n0, warp, lane);
+      if (!TS) {
+        StoreTile<BN>(p, acc, b, m0, n0, warp, lane);
+        continue;
+      }
+      // The staging area used `bufs` tiles ago must have been read by its
+      // stores (the issuing thread waits, then the warpgroup syncs), the tile
+      // goes in, is made visible to the async proxy, and one thread sends it.
+      const bool issuer = tid % 128 == 0;
+      if (issuer) {
+        if (bufs == 2) {
+          BulkWaitRead<1>();
+        } else {
+          BulkWaitRead<0>();
+        }
+      }
+      NamedBarrier(3 + wg, 128);
+      const uint32_t out = SmemAddr(ystage) + (out_buf * 2 + wg) * C::kOutWg;
+      StageTileSw128<BN>(out, acc, warp, lane);
+      FenceProxyAsync();
+      NamedBarrier(3 + wg, 128);
+      if (issuer && m0 < p.M) {
+#pragma unroll
+        for (int bx = 0; bx < BN / 64; ++bx) {
+          if (n0 + 64 * bx < p.N) {  // rows past M, columns past N: clipped by the copy engine
+            TmaStore3d(&ymap, ystage + (out_buf * 2 + wg) * C::kOutWg + bx * C::kOutBox, static_cast<int>(n0) + 64 * bx,
+                       static_cast<int>(m0), static_cast<int>(b));
+          }
+        }
+      }
+      if (issuer) BulkCommit();
+      out_buf = bufs == 2 ? out_buf ^ 1 : 0;
     }
   }
   WgmmaWait<0>();
+  if (TS && tid % 128 == 0) BulkWaitAll();  // shared memory must outlive the stores' reads
 }
 
 // Compiled variants: (warpgroups along M, BN, stages). Up to STAGES - 2
@@ -1500,22 +1621,26 @@ constexpr int kNumWg = sizeof(kWgEntries) / sizeof(kWgEntries[0]);
 // TMA-fed variants: (BM, BN, stages); listed with num_warps = 9 (8
 // consumer warps and the producer warp). BM = 64 is the ping-pong variant.
 #define MXVAL_WT_CONFIGS(X) \
+  X(128, 128, 3)            \
   X(128, 128, 4)            \
   X(128, 128, 6)            \
   X(128, 256, 6)            \
+  X(128, 64, 6)             \
   X(128, 64, 10)            \
   X(64, 128, 12)            \
   X(64, 256, 12)            \
   X(64, 64, 20)
+using WtKernel = void (*)(CUtensorMap, CUtensorMap, GemmParams, int, int, int);
 struct WtEntry {
   mxval_tile_config config;
-  size_t (*smem)(int64_t K);
-  void (*kernel)(CUtensorMap, GemmParams, int);
-  void (*kernel_mx)(CUtensorMap, GemmParams, int);
+  size_t (*smem)(int64_t K, int bufs);
+  WtKernel kernel[2][2];  // [mxfp4-even][TMA-store epilogue]
 };
-#define MXVAL_WT_ENTRY(BM, BN, ST)                                                                   \
-  {{BM, BN, 64, 1, ST, 9}, WtConfig<BM, BN, ST>::Smem, A16wfp4WgmmaTmaKernel<BM, BN, ST, false>, \
-   A16wfp4WgmmaTmaKernel<BM, BN, ST, true>},
+#define MXVAL_WT_ENTRY(BM, BN, ST)                                                                    \
+  {{BM, BN, 64, 1, ST, 9},                                                                            \
+   WtConfig<BM, BN, ST>::Smem,                                                                        \
+   {{A16wfp4WgmmaTmaKernel<BM, BN, ST, false, false>, A16wfp4WgmmaTmaKernel<BM, BN, ST, false, true>}, \
+    {A16wfp4WgmmaTmaKernel<BM, BN, ST, true, false>, A16wfp4WgmmaTmaKernel<BM, BN, ST, true, true>}}},
 const WtEntry kWtEntries[] = {MXVAL_WT_CONFIGS(MXVAL_WT_ENTRY)};
 #undef MXVAL_WT_ENTRY
 constexpr int kNumWt = sizeof(kWtEntries) / sizeof(kWtEntries[0]);
@@ -1543,6 +1668,28 @@ TensorMapEncodeFn TensorMapEncoder() {
     return reinterpret_cast<TensorMapEncodeFn>(f);
   }();
   return fn;
+}
+
+// A bf16 tensor (d0 contiguous, d1, d2) with strides s1, s2 (elements),
+// 128-byte swizzled boxes of box0 x box1 x 1; false if the driver refuses it.
+bool EncodeBf16Map(TensorMapEncodeFn encode, CUtensorMap* map, const void* base, int64_t d0, int64_t d1, int64_t d2,
+                   int64_t s1, int64_t s2, int box0, int box1) {
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1), static_cast<cuuint64_t>(d2)};
+  // d2 == 1 leaves s2 unused, but it must still be a legal stride.
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(s1) * 2,
+                                 static_cast<cuuint64_t>(d2 > 1 ? s2 : s1 * d1) * 2};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box0), static_cast<cuuint32_t>(box1), 1}, estr[3] = {1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, estr,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The TMA variants store through shared memory and TMA (where a staging
+// area fits) unless MXVAL_WGMMA_STORE=direct (StoreTile's st.global from
+// registers), a knob kept to compare the two epilogues on one build.
+bool WtTmaStore() {
+  const char* v = getenv("MXVAL_WGMMA_STORE");
+  return v == nullptr || strcmp(v, "direct") != 0;
 }
 #endif  // MXVAL_NVIDIA
 }  // namespace
@@ -1584,7 +1731,7 @@ int32_t WgmmaCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, 
                   "16-byte aligned"), 1;
   }
   if ((a->N + c->block_n - 1) / c->block_n > 2147483647LL) return SetErr(err, len, "grid too large"), 1;
-  if ((e != nullptr ? e->smem(a->K) : et->smem(a->K)) > static_cast<size_t>(OptinSmem())) {
+  if ((e != nullptr ? e->smem(a->K) : et->smem(a->K, 0)) > static_cast<size_t>(OptinSmem())) {
     return SetErr(err, len,
                   "a16wfp4_wgmma's weight panel (BLOCK_SIZE_N x K bf16) plus its x stages exceed the device's "
                   "shared memory per block: use a smaller BLOCK_SIZE_N or fewer stages"), 1;
@@ -1599,13 +1746,20 @@ int32_t WgmmaRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err
   const WgEntry* e = FindEntry(kWgEntries, c);
   const WtEntry* et = FindEntry(kWtEntries, c);
   const GemmParams p = MakeParams(*a, 64, 1);
-  const size_t smem = e != nullptr ? e->smem(a->K) : et->smem(a->K);
+  // TMA stores: two staging areas per warpgroup when they fit (a tile's
+  // stores overlap the next tile), else one; where not even one fits next
+  // to the panel and the ring, the direct-store epilogue.
+  const size_t optin = static_cast<size_t>(OptinSmem());
   const bool mx = a->activations == MXVAL_ACT_MXFP4_EVEN;
+  const bool ts = et != nullptr && WtTmaStore() && et->smem(a->K, 1) <= optin;
+  const int bufs = !ts ? 0 : et->smem(a->K, 2) <= optin ? 2 : 1;
+  const size_t smem = e != nullptr ? e->smem(a->K) : et->smem(a->K, bufs);
   void (*kernel)(GemmParams, int) = e == nullptr ? nullptr : (mx ? e->kernel_mx : e->kernel);
-  void (*tkernel)(CUtensorMap, GemmParams, int) = et == nullptr ? nullptr : (mx ? et->kernel_mx : et->kernel);
-  static thread_local size_t raised[2][kNumWg + kNumWt] = {};
-  if (int32_t r = e != nullptr ? RaiseSmem(kernel, smem, &raised[mx][e - kWgEntries], err, len)
-                               : RaiseSmem(tkernel, smem, &raised[mx][kNumWg + (et - kWtEntries)], err, len)) {
+  const WtKernel tkernel = et == nullptr ? nullptr : et->kernel[mx][ts];
+  // Shared-memory opt-in raised once per kernel function and size.
+  static thread_local size_t raised[2][2][kNumWg + kNumWt] = {};
+  if (int32_t r = e != nullptr ? RaiseSmem(kernel, smem, &raised[mx][0][e - kWgEntries], err, len)
+                               : RaiseSmem(tkernel, smem, &raised[mx][ts][kNumWg + (et - kWtEntries)], err, len)) {
     return r;
   }
   int dev = 0, sms = 0, per_sm = 0;
@@ -1629,21 +1783,29 @@ int32_t WgmmaRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err
   if (e != nullptr) {
     kernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(p, static_cast<int>(groups));
   } else {
-    // x as a 3-D tensor (K, M, B) of bf16, 128-byte swizzled boxes of
-    // 64 x BLOCK_SIZE_M; rows past M read as zeros.
+    // x as a 3-D tensor (K, M, B), boxes of 64 x BLOCK_SIZE_M (rows past M
+    // read as zeros); y as (N, M, B), boxes of 64 x 64 (stores past M or N
+    // are dropped by the copy engine).
     const TensorMapEncodeFn encode = TensorMapEncoder();
     if (encode == nullptr) return SetErr(err, len, "the driver does not provide cuTensorMapEncodeTiled"), 1;
-    CUtensorMap map;
-    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(a->K), static_cast<cuuint64_t>(a->M), static_cast<cuuint64_t>(a->B)};
-    const cuuint64_t row_bytes = static_cast<cuuint64_t>(a->x_stride_m) * 2;
-    const cuuint64_t strides[2] = {row_bytes,
-                                   a->B > 1 ? static_cast<cuuint64_t>(a->x_stride_b) * 2 : row_bytes * static_cast<cuuint64_t>(a->M)};
-    const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(c->block_m), 1}, estr[3] = {1, 1, 1};
-    const CUresult cr = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(a->x), dims, strides, box, estr,
-                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (cr != CUDA_SUCCESS) return SetErr(err, len, "cuTensorMapEncodeTiled refused x's layout (TMA variant)"), 1;
-    tkernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(map, p, static_cast<int>(groups));
+    CUtensorMap xmap, ymap;
+    if (!EncodeBf16Map(encode, &xmap, a->x, a->K, a->M, a->B, a->x_stride_m, a->x_stride_b, 64, c->block_m)) {
+      return SetErr(err, len, "cuTensorMapEncodeTiled refused x's layout (TMA variant)"), 1;
+    }
+    if (!EncodeBf16Map(encode, &ymap, a->y, a->N, a->M, a->B, a->y_stride_m, a->y_stride_b, 64, 64)) {
+      return SetErr(err, len, "cuTensorMapEncodeTiled refused y's layout (TMA variant)"), 1;
+    }
+    if (PdlRequested()) {
+      // Opt-in, as for a16wfp4_decode: the contract is that the kernel
+      // launched just before this one on the stream does not write
+      // w_packed or w_scales.
+      const cudaError_t le = LaunchWithPdl(tkernel, grid, threads, smem, a->stream, xmap, ymap, p, static_cast<int>(groups),
+                                           bufs, 1);
+      if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
+      return 0;
+    }
+    tkernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(xmap, ymap, p, static_cast<int>(groups), bufs,
+                                                                          0);
   }
   const cudaError_t le = cudaGetLastError();
   if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;

@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -352,6 +354,41 @@ TEST_F(GpuKernels, WgmmaKernelEveryConfigAcrossTiles) {
   b = a;
   b.y_stride_m = 516;
   refused(b, c128, "multiples of 8");
+}
+
+// The TMA-fed configs (num_warps = 9) end tiles with TMA stores of 64 x 64
+// boxes by default, and with st.global from registers under
+// MXVAL_WGMMA_STORE=direct: both, on N that is not a multiple of 64 or of
+// BLOCK_SIZE_N (the copy engine clips the last box's columns), ragged M
+// (clipped rows, and a 128-row tile whose second half is past M), both
+// output layouts.
+TEST_F(GpuKernels, WgmmaTmaEpiloguesClipAtTheEdges) {
+  auto k = Library()->Find("a16wfp4_wgmma");
+  ASSERT_TRUE(k.ok()) << k.status();
+  std::mt19937_64 rng(91);
+  int ran = 0;
+  for (const char* store : {"tma", "direct"}) {
+    ASSERT_EQ(setenv("MXVAL_WGMMA_STORE", store, 1), 0);
+    for (int ci = 0; ci < (*k)->num_configs; ++ci) {
+      const TileConfig c = FromAbi((*k)->configs[ci]);
+      if (c.num_warps != 9) continue;
+      for (auto [K, N, M] : {std::tuple<int64_t, int64_t, int64_t>{128, 200, 3 * c.block_m + 5}, {192, 72, 60},
+                             {128, 328, 2 * c.block_m + 70}}) {
+        if (!WgmmaFits(*k, c, K)) continue;
+        CaseSpec spec;
+        spec.shape = {3, M, N, K};
+        spec.layout = N % 3 == 2 ? OutputLayout::kBatchMajor : OutputLayout::kHeadMajor;
+        spec.strided_x = N != 72;
+        spec.activations = (ci + N) % 2 ? ActivationMode::kMxfp4Even : ActivationMode::kBf16;
+        spec.seed = rng();
+        SCOPED_TRACE(testing::Message() << c.ToString() << " store=" << store << " N=" << N << " M=" << M);
+        CheckCase(*k, c, spec);
+        ++ran;
+      }
+    }
+  }
+  unsetenv("MXVAL_WGMMA_STORE");
+  EXPECT_GE(ran, 20);
 }
 
 TEST_F(GpuKernels, RejectsWhatItCannotDo) {
