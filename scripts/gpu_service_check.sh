@@ -3,13 +3,20 @@
 # scripts/stage_gpu_bundle.sh: the service end to end on real GPUs. A
 # coordinator, one worker daemon that discovers the CUDA devices, and a job
 # that validates a retune the way a pull request would be validated:
-# baseline = the sm_90a table before the decode kernel
-# (bench/tables/sm_90a_before_decode.json), candidate = the shipped table
-# (M <= 64 buckets on a16wfp4_decode), on the GLM-5 TP4 shapes. Writes the
-# Markdown and JUnit reports and the worker's metrics.
+# baseline = an earlier sm_90a table, candidate = the shipped table, on the
+# GLM-5 TP4 shapes. Writes the Markdown and JUnit reports and the worker's
+# metrics.
+#   BASELINE_TABLE  default bench/tables/sm_90a_before_decode.json (M <= 64
+#                   buckets before a16wfp4_decode); bench/tables/
+#                   sm_90a_before_wgmma.json is the table before a16wfp4_wgmma
+#   PRESETS         comma-separated shape presets (default glm5-tp4)
+#   TAG             report name suffix (default: none)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/mxval-gpu}"
+BASELINE_TABLE="${BASELINE_TABLE:-bench/tables/sm_90a_before_decode.json}"
+PRESETS="${PRESETS:-glm5-tp4}"
+TAG="${TAG:-}"
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
 BIN=build-gpu/bin/mxval
@@ -25,16 +32,17 @@ addr=$(awk '/listening on/{print $3}' "$work/serve.out")
 "$BIN" worker --coordinator "$addr" --devices cuda --metrics-listen 127.0.0.1:19464 2>"$work/worker.err" &
 wpid=$!
 
-python3 - "$work/spec.json" <<'PY'
+python3 - "$work/spec.json" "$BASELINE_TABLE" "$PRESETS" <<'PY'
 import json, sys
-base = json.load(open("bench/tables/sm_90a_before_decode.json"))
+base_path, presets = sys.argv[2], sys.argv[3].split(",")
+base = json.load(open(base_path))
 cand = json.load(open("kernels/configs/sm_90a.json"))
 spec = {
-    "name": "h200 glm5-tp4: sm_90a before vs after the decode kernel",
-    "presets": ["glm5-tp4"],
+    "name": "h200 %s: %s vs the shipped sm_90a table" % (",".join(presets), base_path),
+    "presets": presets,
     "m_values": [1, 4, 16, 64, 256, 1024, 4096, 16384],
     "target_archs": ["sm_90a"],
-    "baseline_table": {"name": "bench/tables/sm_90a_before_decode.json", "json": json.dumps(base)},
+    "baseline_table": {"name": base_path, "json": json.dumps(base)},
     "candidate_table": {"name": "kernels/configs/sm_90a.json", "json": json.dumps(cand)},
     "pull_request": {"changed_files": ["kernels/gpu/a16wfp4_gpu.cu", "kernels/configs/sm_90a.json"]},
     "repetitions": 10,
@@ -43,14 +51,14 @@ json.dump(spec, open(sys.argv[1], "w"), indent=1)
 PY
 start=$(date +%s)
 "$BIN" submit --coordinator "$addr" --spec "$work/spec.json" --request-id h200-e2e --wait --format markdown \
-  --out "$OUT/h200_service_job.md" --timeout 500
+  --out "$OUT/h200_service_job${TAG}.md" --timeout 500
 rc=$?
 echo "submit --wait exit code $rc after $(( $(date +%s) - start )) s"
 job=$("$BIN" jobs --coordinator "$addr" | awk 'NR==2{print $1}')
-"$BIN" get --coordinator "$addr" --job "$job" --format junit --out "$OUT/h200_service_job.xml"
+"$BIN" get --coordinator "$addr" --job "$job" --format junit --out "$OUT/h200_service_job${TAG}.xml"
 "$BIN" workers --coordinator "$addr"
-curl -s 127.0.0.1:19464/metrics | grep -E '^mxval_worker_(kernel|task|device)' | head -40 >"$OUT/h200_worker_metrics.txt"
-cat "$OUT/h200_service_job.md"
+curl -s 127.0.0.1:19464/metrics | grep -E '^mxval_worker_(kernel|task|device)' | head -40 >"$OUT/h200_worker_metrics${TAG}.txt"
+cat "$OUT/h200_service_job${TAG}.md"
 echo "--- worker stderr"; tail -5 "$work/worker.err"
 kill -TERM "$wpid"; wait "$wpid"
 echo "worker drained: exit $?"
