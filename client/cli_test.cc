@@ -8,6 +8,7 @@
 #include <sstream>
 #include <sys/wait.h>
 
+#include "client/report.h"
 #include "common/tensor_io.h"
 #include "gtest/gtest.h"
 #include "kernels/mxfp4/mxfp4.h"
@@ -230,6 +231,37 @@ TEST(Cli, TriageLogsGateOnlyOnTheChange) {
     EXPECT_EQ(r.code, 2) << args[3] << ": " << r.err;
     EXPECT_NE(r.err.find("--"), std::string::npos);
   }
+}
+
+// The Markdown job report names each side's kernel and its whole config:
+// a retune of stages / warps or of the kernel alone must not print two
+// identical cells (it did: "BM128_BN128_BK64_KS1" on both sides), and a
+// kernel name from an external library cannot break out of its cell.
+TEST(Report, MarkdownNamesKernelAndWholeConfig) {
+  v1::Job job;
+  job.set_job_id("job-7");
+  job.set_state(v1::JOB_STATE_DONE);
+  v1::TaskResult* r = job.add_results();
+  r->set_m(4096);
+  r->set_arch("sm_90a");
+  auto set = [](v1::KernelRun* run, const char* kernel, int stages, int warps, double us) {
+    run->mutable_kernel()->set_kernel(kernel);
+    v1::TileConfig* c = run->mutable_config();
+    c->set_block_m(128), c->set_block_n(128), c->set_block_k(64), c->set_ksplit(1), c->set_num_stages(stages),
+        c->set_num_warps(warps);
+    run->mutable_timing()->set_median_us(us);
+    run->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+  };
+  set(r->mutable_baseline(), "a16wfp4_tc", 3, 4, 165.5);
+  set(r->mutable_candidate(), "a16wfp4_wgmma", 4, 9, 44.4);
+  const std::string md = FormatReport(job, "markdown");
+  EXPECT_NE(md.find("| a16wfp4\\_tc `BM128_BN128_BK64_KS1_S3_W4` | a16wfp4\\_wgmma `BM128_BN128_BK64_KS1_S4_W9` | 165.5 | 44.4 |"),
+            std::string::npos)
+      << md;
+  set(r->mutable_candidate(), "evil` | <b>x</b>", 4, 9, 44.4);
+  const std::string md2 = FormatReport(job, "markdown");
+  EXPECT_EQ(md2.find("<b>"), std::string::npos) << md2;
+  EXPECT_NE(md2.find("evil\\` \\| &lt;b&gt;x&lt;/b&gt; `BM128"), std::string::npos) << md2;
 }
 
 }  // namespace

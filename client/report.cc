@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "proto/config_label.h"
 #include "service/triage/kernel_triage.h"
 
 namespace mxval {
@@ -34,8 +35,11 @@ bool Infra(const v1::TaskResult& r) {
          r.attempts(r.attempts_size() - 1).failure() == v1::FAILURE_CLASS_INFRA;
 }
 
-std::string ConfigText(const v1::TileConfig& c) {
-  return absl::StrCat("BM", c.block_m(), "_BN", c.block_n(), "_BK", c.block_k(), "_KS", c.ksplit());
+// Markdown cell: the kernel (escaped: an external library names it) and its
+// config in a code span.
+std::string RunCell(const v1::KernelRun& r) {
+  return absl::StrCat(MarkdownEscape(r.kernel().kernel().empty() ? "(table)" : r.kernel().kernel()), " `",
+                      ConfigLabel(r.config()), "`");
 }
 
 std::string Delta(double base, double cand) {
@@ -237,8 +241,8 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
         continue;
       }
       const double b = r.baseline().timing().median_us(), c = r.candidate().timing().median_us();
-      absl::StrAppend(&md, "| ", MarkdownEscape(ShapeName(r.shape())), " | ", r.m(), " | ", MarkdownEscape(r.arch()), " | `",
-                      ConfigText(r.baseline().config()), "` | `", ConfigText(r.candidate().config()), "` | ",
+      absl::StrAppend(&md, "| ", MarkdownEscape(ShapeName(r.shape())), " | ", r.m(), " | ", MarkdownEscape(r.arch()), " | ",
+                      RunCell(r.baseline()), " | ", RunCell(r.candidate()), " | ",
                       absl::StrFormat("%.1f", b), " | ", absl::StrFormat("%.1f", c), " | ", Delta(b, c), " | ",
                       VerdictText(r.baseline()), " | ", VerdictText(r.candidate()), " |\n");
     }

@@ -6,14 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "proto/config_label.h"
 
 namespace mxval {
 namespace triage {
 namespace {
-
-std::string ConfigName(const v1::TileConfig& c) {
-  return absl::StrCat("BM", c.block_m(), "_BN", c.block_n(), "_BK", c.block_k(), "_KS", std::max(1, c.ksplit()));
-}
 
 std::string KernelName(const v1::KernelRef& k) {
   return absl::StrCat(k.library(), "/", k.kernel().empty() ? "(table)" : k.kernel(),
@@ -23,7 +20,7 @@ std::string KernelName(const v1::KernelRef& k) {
 std::string RunLine(const char* side, const v1::KernelRun& r) {
   const v1::Accuracy& a = r.accuracy();
   std::string s = absl::StrCat(side, ": ", r.dispatch_entry().empty() ? "-" : r.dispatch_entry(), " ",
-                               ConfigName(r.config()), " -> ", RunSignature(r));
+                               ConfigLabel(r.config()), " -> ", RunSignature(r));
   if (a.checked() > 0) {
     absl::StrAppend(&s, absl::StrFormat(" (max_abs_err %.3g, rel_fro %.3g, %d of %d elements off", a.max_abs_err(),
                                         a.rel_fro_err(), a.mismatch_count(), a.checked()));
@@ -115,10 +112,10 @@ v1::KernelTriage ClassifyKernelTask(const KernelTaskFacts& f, const Ownership& o
   t.add_evidence(RunLine("baseline", base));
   t.add_evidence(RunLine("candidate", cand));
   t.add_evidence(entry_differs ? absl::StrCat("dispatch differs: baseline ", base.dispatch_entry(), " ",
-                                              ConfigName(task.baseline_config()), " vs candidate ",
-                                              cand.dispatch_entry(), " ", ConfigName(task.candidate_config()))
+                                              ConfigLabel(task.baseline_config()), " vs candidate ",
+                                              cand.dispatch_entry(), " ", ConfigLabel(task.candidate_config()))
                                : absl::StrCat("same dispatch entry and config under both tables (",
-                                              ConfigName(task.candidate_config()), ")"));
+                                              ConfigLabel(task.candidate_config()), ")"));
   t.add_evidence(kernel_differs ? absl::StrCat("kernel differs: ", KernelName(task.baseline_kernel()), " vs ",
                                                KernelName(task.candidate_kernel()))
                                 : absl::StrCat("same kernel: ", KernelName(task.candidate_kernel())));
