@@ -831,10 +831,6 @@ namespace {
 __device__ __forceinline__ uint32_t PackBf16x2(float v0, float v1) {
   return static_cast<uint32_t>(mxfp4::FloatToBf16Bits(v0)) | (static_cast<uint32_t>(mxfp4::FloatToBf16Bits(v1)) << 16);
 }
-__device__ __forceinline__ float E2M1Value(uint32_t code) {
-  const float mag = mxfp4::BitsToFloat(E2M1MagBf16(code & 7u) << 16);
-  return (code & 8u) ? -mag : mag;
-}
 
 // WN column warps (8 columns each) x KW k-split warps per CTA; the KW
 // partial sums are added in a fixed order through shared memory.
@@ -872,10 +868,10 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
     wq[2 * i + 1] = v.y;
   }
   const int g_lo = kbase >> 5, g_hi = (kbase + KL - 1) >> 5;
-  float sc[NG];
+  uint32_t sbyte[NG];
   const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn;
 #pragma unroll
-  for (int j = 0; j < NG; ++j) sc[j] = (n_ok && g_lo + j <= g_hi) ? mxfp4::DecodeE8M0(srow[g_lo + j]) : 0.0f;
+  for (int j = 0; j < NG; ++j) sbyte[j] = (n_ok && g_lo + j <= g_hi) ? srow[g_lo + j] : 127u;
 
   // Launched with programmatic dependent launch (MXVAL_CUDA_PDL=1), this CTA
   // may start while the kernel before it on the stream is still running:
@@ -887,8 +883,9 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
 
   // 2. x rows [0, M) of this batch into smem (16-byte loads; rows >= M are
   //    zeros, never read from global memory). Measured against cp.async
-  //    (every copy in flight, one wait): plain loads were as fast or faster
-  //    (V-up M=64 7.4 vs 8.8 us), see BENCHMARKS.md.
+  //    (every copy in flight, one wait) and against one bulk copy per row
+  //    (cp.async.bulk, completing on an mbarrier): plain loads were as fast
+  //    or faster (V-up M=64 7.4 vs 8.8 us; 7.1 vs 8.3 us), see BENCHMARKS.md.
   const int rows = static_cast<int>(p.M < kRows ? p.M : kRows);
   for (int i = tid; i < kRows * (K / 8); i += kThreads) {
     const int r = i / (K / 8), q = i % (K / 8);
@@ -912,21 +909,38 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
     __syncthreads();
   }
 
-  // 3. KL/4 mma steps per 16-row tile; the weights are dequantized once.
+  // 3. KL/4 mma steps per 16-row tile; the weights are dequantized once,
+  //    through per-group prmt tables in registers (a16wfp4_tile.h); a group
+  //    whose scale the tables do not cover takes the exact float path.
+  E2M1Tables tab[NG];
+  bool covered[NG];
+#pragma unroll
+  for (int j = 0; j < NG; ++j) {
+    covered[j] = E2M1TablesCover(sbyte[j]);
+    tab[j] = MakeE2M1Tables(sbyte[j]);
+  }
   float acc[MT][4];
 #pragma unroll
   for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+  U32x4 deq = {};
 #pragma unroll
   for (int c = 0; c < KL / 4; ++c) {
     const int k0 = kbase + 4 * c;
-    const uint32_t codes = (c & 1) ? (wq[c / 2] >> 16) : (wq[c / 2] & 0xFFFFu);
-    const int gi = (k0 >> 5) - g_lo;  // in [0, NG): select without indexing
-    float s = sc[0];
+    if (c % 2 == 0) {
+      // 8 codes (this step's 4 and the next one's), all in one scale group
+      // (kbase is a multiple of 16): a constant when lane slices start on a
+      // group boundary (KL % 32 == 0), else selected without indexing.
+      const int gi = KL % 32 == 0 ? 4 * c / 32 : (k0 >> 5) - g_lo;
+      E2M1Tables t = tab[0];
+      bool cov = covered[0];
+      uint32_t sb = sbyte[0];
 #pragma unroll
-    for (int j = 1; j < NG; ++j) s = gi == j ? sc[j] : s;
-    uint32_t bf[2];
-    bf[0] = PackBf16x2(E2M1Value(codes) * s, E2M1Value(codes >> 4) * s);
-    bf[1] = PackBf16x2(E2M1Value(codes >> 8) * s, E2M1Value(codes >> 12) * s);
+      for (int j = 1; j < NG; ++j) {
+        if (gi == j) t = tab[j], cov = covered[j], sb = sbyte[j];
+      }
+      deq = cov ? E2M1x8ViaTables(wq[c / 2], t) : DequantBytes8(wq[c / 2], static_cast<uint8_t>(sb), nullptr);
+    }
+    const uint32_t bf[2] = {deq.v[2 * (c % 2)], deq.v[2 * (c % 2) + 1]};
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
       const uint16_t* xr = xs + (i * 16 + g) * kLdx + k0;
@@ -1113,11 +1127,9 @@ struct WgConfig {
   static constexpr int kBM = 64 * WGS, kThreads = 128 * WGS;
   static constexpr int kXStage = kBM * 128;     // bytes: BM rows x 64 bf16
   static constexpr int kPanelChunk = BN * 128;  // bytes: BN rows x 64 bf16
-  // 1 KiB of slack aligns the swizzled tiles; the dequant table lives in the
-  // ring's last stage until the panel is built.
+  // 1 KiB of slack aligns the swizzled tiles.
   static size_t Smem(int64_t K) { return 1024 + size_t{STAGES} * kXStage + static_cast<size_t>(K / 64) * kPanelChunk; }
   static_assert(STAGES >= 3, "one wgmma group stays in flight: prefetch distance STAGES - 2");
-  static_assert(kXStage >= sizeof(DequantLut), "the table is staged in the ring's last stage");
 };
 
 // Byte offset of 16-byte chunk c of row r in a 128-byte-swizzled tile.
@@ -1187,14 +1199,13 @@ __device__ __forceinline__ void RequantSwizzledGroup(uint8_t* stage, int r, int 
 }
 
 // The CTA's weight panel: w[b, n0:n0+BN, 0:K] dequantized to bf16 into
-// `panel` (K/64 chunks of BN 128-byte-swizzled rows). `lut` is scratch
-// shared memory for the dequant table. Ends with a barrier of `nthreads`
-// threads (the whole CTA) after an async-proxy fence.
+// `panel` (K/64 chunks of BN 128-byte-swizzled rows) through per-scale
+// prmt tables in registers (a16wfp4_tile.h), no shared-memory table. Ends
+// with a barrier of `nthreads` threads (the whole CTA) after an
+// async-proxy fence.
 template <int BN>
-__device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, DequantLut* lut, int64_t b, int64_t n0,
-                                           int tid, int nthreads) {
-  BuildDequantLut(lut, tid, nthreads);
-  __syncthreads();
+__device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, int64_t b, int64_t n0, int tid,
+                                           int nthreads) {
   // One item = one 32-wide scale group of one column: 16 packed bytes and
   // one scale byte. kBatch items per thread are loaded before any is used,
   // so the panel costs about one memory latency per batch, not per item.
@@ -1220,9 +1231,15 @@ __device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, 
       if (i >= items) continue;
       uint8_t* dst = panel + (g / 2) * (BN * 128);
       const uint32_t words[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+      if (E2M1TablesCover(sc[u])) {
+        const E2M1Tables t = MakeE2M1Tables(sc[u]);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        *reinterpret_cast<U32x4*>(dst + Sw128(r, (g % 2) * 4 + q)) = DequantBytes8(words[q], sc[u], lut);
+        for (int q = 0; q < 4; ++q) *reinterpret_cast<U32x4*>(dst + Sw128(r, (g % 2) * 4 + q)) = E2M1x8ViaTables(words[q], t);
+      } else {  // subnormal, overflowing or NaN products: the exact float path
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          *reinterpret_cast<U32x4*>(dst + Sw128(r, (g % 2) * 4 + q)) = DequantBytes8(words[q], sc[u], nullptr);
+        }
       }
     }
   }
@@ -1275,8 +1292,7 @@ __global__ void __launch_bounds__(WGS * 128) A16wfp4WgmmaKernel(GemmParams p, in
   const int nk = static_cast<int>(p.K / 64);
 
   // 1. Start the x ring (stages 0 .. D-1), then dequantize the weight panel
-  //    while those copies fly. Stage STAGES-1 is not in the prologue: it
-  //    holds the dequant table meanwhile.
+  //    while those copies fly.
   const int64_t mtiles = (p.M + BM - 1) / BM;
   const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
   const int steps = my_tiles * nk;
@@ -1298,9 +1314,8 @@ __global__ void __launch_bounds__(WGS * 128) A16wfp4WgmmaKernel(GemmParams p, in
   };
   for (int s = 0; s < D; ++s) issue(s);
 
-  // The panel (ends with a barrier): visible to the tensor cores, and stage
-  // STAGES-1 (the table's scratch) is free again.
-  BuildPanel<BN>(p, panel, reinterpret_cast<DequantLut*>(xs + (STAGES - 1) * C::kXStage), b, n0, tid, kThreads);
+  // The panel (ends with a barrier): visible to the tensor cores.
+  BuildPanel<BN>(p, panel, b, n0, tid, kThreads);
 
   // 2. Stream x chunks: step s is (tile s / nk, k chunk s % nk).
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
@@ -1404,7 +1419,7 @@ struct WtConfig {
     return 1024 + size_t{STAGES} * kXStage + static_cast<size_t>(K / 64) * kPanelChunk + size_t{2} * bufs * kOutWg +
            2 * STAGES * sizeof(uint64_t);
   }
-  static_assert((BM == 64 || BM == 128) && STAGES >= 2 && kXStage >= sizeof(DequantLut), "ring");
+  static_assert((BM == 64 || BM == 128) && STAGES >= 2, "ring");
   static_assert(BN % 64 == 0, "TMA stores go in 64-column boxes");
 };
 
@@ -1485,26 +1500,27 @@ __global__ void __launch_bounds__(288, 1)
     MbarExpectTx(full + stage, C::kXStage);
     TmaLoad3d(xs + stage * C::kXStage, &xmap, (step % nk) * 64, m0, static_cast<int>(b), full + stage);
   };
-  // The first STAGES-1 chunks fly while every thread builds the panel (its
-  // table sits in the last stage meanwhile). Launched with programmatic
-  // dependent launch (pdl), the panel (weights only: not the previous
-  // kernel's output) is built while the kernel before this one on the
-  // stream may still run; x is read and y written only after it finished.
-  if (!pdl && tid == 256) {
-    for (int s = 0; s < STAGES - 1 && s < steps; ++s) load(s);
-  }
-  BuildPanel<BN>(p, panel, reinterpret_cast<DequantLut*>(xs + (STAGES - 1) * C::kXStage), b, n0, tid, C::kThreads);
+  // The whole ring (STAGES chunks) flies while every thread builds the
+  // panel. Launched with programmatic dependent launch (pdl), the panel
+  // (weights only: not the previous kernel's output) is built while the
+  // kernel before this one on the stream may still run; x is read and y
+  // written only after it finished.
+  auto fill_ring = [&] {
+    if (tid == 256) {
+      for (int s = 0; s < STAGES && s < steps; ++s) load(s);
+    }
+  };
+  if (!pdl) fill_ring();
+  BuildPanel<BN>(p, panel, b, n0, tid, C::kThreads);
   if (pdl) {
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the next kernel may start its panel
-    if (tid == 256) {
-      for (int s = 0; s < STAGES - 1 && s < steps; ++s) load(s);
-    }
+    fill_ring();
   }
 
   if (warp_id == 8) {  // producer
     if (lane == 0) {
-      for (int step = STAGES - 1; step < steps; ++step) {
+      for (int step = STAGES; step < steps; ++step) {
         MbarWait(empty + step % STAGES, ((step / STAGES) & 1) ^ 1);
         load(step);
       }
@@ -1626,6 +1642,7 @@ constexpr int kNumWg = sizeof(kWgEntries) / sizeof(kWgEntries[0]);
   X(128, 128, 6)            \
   X(128, 256, 6)            \
   X(128, 64, 6)             \
+  X(128, 64, 8)             \
   X(128, 64, 10)            \
   X(64, 128, 12)            \
   X(64, 256, 12)            \
@@ -1812,6 +1829,35 @@ int32_t WgmmaRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err
   return 0;
 #else
   return 1;
+#endif
+}
+
+// ------------------------------------------------------------------------
+// Device self-test of the prmt-table dequantization (a16wfp4_tile.h): for
+// every scale byte s and byte b, out[(s * 256 + b) * 4 ...] holds
+// DequantSelfTestWords(s, b), computed by the device's own byte permutes.
+namespace {
+#if defined(MXVAL_NVIDIA)
+__global__ void DequantSelfTestKernel(uint32_t* out) {
+  DequantSelfTestWords(blockIdx.x, threadIdx.x, out + (blockIdx.x * 256 + threadIdx.x) * 4);
+}
+#endif
+}  // namespace
+
+int32_t DequantSelfTest(uint32_t* host_out, char* err, size_t len) {
+#if defined(MXVAL_NVIDIA)
+  constexpr size_t kBytes = size_t{256} * 256 * 4 * sizeof(uint32_t);
+  uint32_t* d = nullptr;
+  if (cudaMalloc(&d, kBytes) != cudaSuccess) return SetErr(err, len, "cudaMalloc failed"), 1;
+  DequantSelfTestKernel<<<256, 256>>>(d);
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaMemcpy(host_out, d, kBytes, cudaMemcpyDeviceToHost);
+  cudaFree(d);
+  if (e != cudaSuccess) return SetErr(err, len, cudaGetErrorString(e)), 1;
+  return 0;
+#else
+  (void)host_out;
+  return SetErr(err, len, "the prmt dequantization self-test is built for NVIDIA only"), 1;
 #endif
 }
 

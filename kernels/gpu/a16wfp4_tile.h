@@ -157,6 +157,80 @@ MXVAL_HD U32x4 DequantBytes8(uint32_t bytes, uint8_t sbyte, const DequantLut* lu
   return packed;
 }
 
+// ---- Dequantization without a shared-memory table (the NVIDIA wgmma panel
+// and decode kernel): byte permutes (PTX prmt) as 8-entry lookup tables held
+// in registers, built once per 32-element scale group.
+//
+// For a scale byte s in [2, 252] every product E2M1 * 2^(s - 127) is a normal
+// bf16, and for magnitude index i = code & 7 its bits are
+//   i = 0: 0      i = 1: (s - 1) << 7      i >= 2: (i << 6) + ((s - 1) << 7)
+// (i >= 2 is 1.m * 2^e with e1 e0 m = i; 0.5 has exponent field s - 1). The
+// 8 low bytes and the 8 high bytes of those 16-bit patterns make two 8-byte
+// tables; prmt looks up two codes per table per instruction, and the sign
+// bits are moved into place with one more prmt. No shared memory (no bank
+// conflicts, no dependent loads) and no floating-point multiply: measured
+// against a bf16 multiply of placed codes, which ptxas 13.0 lowers to
+// unpack + FMUL + repack on sm_90a (BENCHMARKS.md). Other scale bytes take
+// DequantBytes8's exact float path.
+
+// Byte selection of two 32-bit words (PTX prmt / __byte_perm): result byte i
+// is byte (sel >> 4i) & 7 of the 8 bytes {a, b} (a's bytes first).
+MXVAL_HD uint32_t BytePerm(uint32_t a, uint32_t b, uint32_t sel) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(a, b, sel);
+#else
+  const uint64_t ab = static_cast<uint64_t>(a) | (static_cast<uint64_t>(b) << 32);
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>((ab >> (8 * ((sel >> (4 * i)) & 7u))) & 0xFFu) << (8 * i);
+  return r;
+#endif
+}
+
+// Low bytes {lo0, lo1} and high bytes {hi0, hi1} of the 8 magnitudes' bf16
+// bits for one scale byte.
+struct E2M1Tables {
+  uint32_t lo0, lo1, hi0, hi1;
+};
+MXVAL_HD bool E2M1TablesCover(uint32_t s) { return s >= 2u && s <= 252u; }
+MXVAL_HD E2M1Tables MakeE2M1Tables(uint32_t s) {
+  const uint32_t a = (s - 1u) * 0x00800080u;  // (s - 1) << 7 in both halves; no carry: every sum < 0x8000
+  const uint32_t m01 = a & 0xFFFF0000u, m23 = 0x00C00080u + a, m45 = 0x01400100u + a, m67 = 0x01C00180u + a;
+  return {BytePerm(m01, m23, 0x6420u), BytePerm(m45, m67, 0x6420u), BytePerm(m01, m23, 0x7531u),
+          BytePerm(m45, m67, 0x7531u)};
+}
+// Four packed bytes (8 codes, low nibble first) -> four bf16x2 words (word j:
+// byte j's low nibble in the low half), scaled by the tables' scale.
+MXVAL_HD U32x4 E2M1x8ViaTables(uint32_t bytes, const E2M1Tables& t) {
+  const uint32_t lo_idx = bytes & 0x07070707u, hi_idx = (bytes >> 4) & 0x07070707u, lo_sign = bytes << 4;
+  U32x4 r;
+  for (uint32_t j = 0; j < 4; ++j) {
+    // Selector nibble 0 = low code's index, nibble 2 = high code's (for the
+    // low-byte table); shifted by 4 they pick the high bytes into bytes 1, 3.
+    const uint32_t sel = BytePerm(lo_idx, hi_idx, j | (4u + j) << 4);
+    const uint32_t mag = (BytePerm(t.lo0, t.lo1, sel) & 0x00FF00FFu) | (BytePerm(t.hi0, t.hi1, sel << 4) & 0xFF00FF00u);
+    // Sign bits 3 and 7 of byte j to bits 15 and 31.
+    const uint32_t sign = BytePerm(lo_sign, bytes, j << 4 | (4u + j) << 12);
+    r.v[j] = mag | (sign & 0x80008000u);
+  }
+  return r;
+}
+// DequantBytes8 without the shared-memory table, same results bit for bit.
+MXVAL_HD U32x4 DequantBytes8Prmt(uint32_t bytes, uint32_t sbyte) {
+  if (E2M1TablesCover(sbyte)) return E2M1x8ViaTables(bytes, MakeE2M1Tables(sbyte));
+  return DequantBytes8(bytes, static_cast<uint8_t>(sbyte), nullptr);
+}
+
+
+// The self-test's four words for scale byte s and byte b: DequantBytes8Prmt
+// of bytes (b, b+1, b+2, b+3) (mod 256). Run on the device by
+// mxval_dequant_selftest and on the CPU by the emulation test;
+// dequant_selftest_check.h checks them against the format library.
+MXVAL_HD void DequantSelfTestWords(uint32_t s, uint32_t b, uint32_t* out) {
+  const uint32_t bytes = b | ((b + 1) & 0xFFu) << 8 | ((b + 2) & 0xFFu) << 16 | ((b + 3) & 0xFFu) << 24;
+  const U32x4 r = DequantBytes8Prmt(bytes, s);
+  for (int j = 0; j < 4; ++j) out[j] = r.v[j];
+}
+
 // Dequantizes w[b, n0:n0+BN, k0:k0+BK] into wd (bf16, row stride LDW), 8
 // elements (4 packed bytes, one scale) per work item. `staged` is the packed
 // tile already in smem as (BN, BK/2) bytes, or null to read global memory.

@@ -8,6 +8,7 @@
 // 0xFF, x rows past M = NaN, y poisoned), so over-reads and unwritten
 // outputs fail. At the end a summary table per kernel, config and mode is
 // printed.
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,6 +21,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/abi/kernel_library.h"
+#include "kernels/gpu/dequant_selftest_check.h"
 #include "kernels/runtime/device_runtime.h"
 #include "validation/abi_kernel.h"
 #include "validation/device_case.h"
@@ -389,6 +391,24 @@ TEST_F(GpuKernels, WgmmaTmaEpiloguesClipAtTheEdges) {
   }
   unsetenv("MXVAL_WGMMA_STORE");
   EXPECT_GE(ran, 20);
+}
+
+// The prmt-table dequantization of the wgmma panel and the decode kernel,
+// run by the device's own byte permutes, for every scale byte (the exact
+// fallback's subnormal, overflowing and NaN ones too) and every byte: bit
+// for bit against the format library (the kernels' end-to-end tests only
+// see scales near 2^0).
+TEST_F(GpuKernels, PrmtDequantExactOnTheDevice) {
+  void* h = dlopen(LibraryPath().c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using SelfTest = int32_t (*)(uint32_t*, char*, size_t);
+  auto fn = reinterpret_cast<SelfTest>(dlsym(h, "mxval_dequant_selftest"));
+  ASSERT_NE(fn, nullptr) << "the library does not export mxval_dequant_selftest";
+  std::vector<uint32_t> words(256 * 256 * 4, 0xFFFFFFFFu);  // poisoned: unwritten words fail
+  char err[256] = {};
+  ASSERT_EQ(fn(words.data(), err, sizeof(err)), 0) << err;
+  EXPECT_EQ(gpu::CheckDequantSelfTestWords(words.data()), "");
+  dlclose(h);
 }
 
 TEST_F(GpuKernels, RejectsWhatItCannotDo) {

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/gpu/a16wfp4_tile.h"
+#include "kernels/gpu/dequant_selftest_check.h"
 #include "validation/validation_case.h"
 
 namespace mxval::gpu {
@@ -152,6 +153,31 @@ TEST(SimtEmulation, DequantIsExactForEveryByteAndScale) {
       }
     }
   }
+}
+
+// The prmt-table path of the wgmma panel and the decode kernel (byte
+// permutes emulated on the CPU): every scale byte (the ones the tables cover
+// and the exact fallback's) and every byte value in every byte position.
+// The device runs the same words with its own prmt (gpu_kernel_test).
+TEST(SimtEmulation, PrmtDequantIsExactForEveryByteAndScale) {
+  std::vector<uint32_t> words(256 * 256 * 4);
+  for (uint32_t s = 0; s < 256; ++s)
+    for (uint32_t b = 0; b < 256; ++b) DequantSelfTestWords(s, b, &words[(s * 256 + b) * 4]);
+  EXPECT_EQ(CheckDequantSelfTestWords(words.data()), "");
+  // The check can fail: one flipped sign, one exponent off by one.
+  std::vector<uint32_t> bad = words;
+  bad[(130 * 256 + 0x23) * 4 + 2] ^= 0x80000000u;
+  EXPECT_NE(CheckDequantSelfTestWords(bad.data()), "");
+  bad = words;
+  bad[(1 * 256 + 0x71) * 4] += 0x80u;
+  EXPECT_NE(CheckDequantSelfTestWords(bad.data()), "");
+  // The tables themselves at scale 2^0 (s = 127): 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+  const E2M1Tables t = MakeE2M1Tables(127);
+  EXPECT_EQ(t.lo0, 0xC0800000u);
+  EXPECT_EQ(t.hi0, 0x3F3F3F00u);
+  EXPECT_EQ(t.lo1, 0xC0804000u);
+  EXPECT_EQ(t.hi1, 0x40404040u);
+  EXPECT_EQ(E2M1x8ViaTables(0x000000F8u, t).v[0], 0xC0C08000u);  // -0.0 low, -6 high
 }
 
 }  // namespace
