@@ -367,7 +367,7 @@ def main():
             if not args.no_sweep:
                 best, timed = None, []
                 for kn, c in sweep:
-                    if (kn.endswith("panel") or kn.endswith("wgmma")) and M < 256:
+                    if (kn.endswith("panel") and M < 256) or (kn.endswith("wgmma") and M < 64):
                         continue
                     if kn.endswith("decode") and M > 64:
                         continue
