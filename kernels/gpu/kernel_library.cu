@@ -54,9 +54,9 @@ extern "C" __attribute__((visibility("default"))) const mxval_kernel_library* mx
   return lib;
 }
 
-// Not part of the kernel ABI table: a self-test of the device's table-free
-// MXFP4 dequantization (gpu_kernel_test checks it against the format
-// library for every scale byte and code pair). Returns 0 on success.
+// Not part of the kernel ABI table: a self-test of the device's prmt MXFP4
+// dequantization (gpu_kernel_test checks it against the format library for
+// every scale byte and byte value). Returns 0 on success.
 extern "C" __attribute__((visibility("default"))) int32_t mxval_dequant_selftest(uint32_t* host_out, char* err,
                                                                                  size_t len) {
   return mxval::gpu::DequantSelfTest(host_out, err, len);
