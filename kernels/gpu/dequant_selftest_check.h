@@ -1,4 +1,4 @@
-// Checks the table-free dequantization's self-test words (DequantSelfTestWords
+// Checks the prmt dequantization's self-test words (DequantSelfTestWords
 // in a16wfp4_tile.h, 256 scale bytes x 256 bytes x 4 words, produced on the
 // device or on the CPU) against the format library: every bf16 half must be
 // bf16(E2M1(code) * 2^(s - 127)) bit for bit, NaN for scale byte 0xFF.
