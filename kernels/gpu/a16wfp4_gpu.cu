@@ -11,8 +11,9 @@
 //                 Needs unit-stride K and 16-byte aligned rows of x and w.
 //   a16wfp4_simt  portable fallback: scalar FMAs, any strides; its tile
 //                 phases are unit-tested on the CPU (a16wfp4_tile.h).
-//   a16wfp4_decode  M <= 64 (NVIDIA): one pass over the weights, dequantized
-//                 straight into mma fragments in registers; see below.
+//   a16wfp4_decode  small M (NVIDIA): one pass over the weights per row
+//                 tile, dequantized straight into mma fragments in
+//                 registers; see below.
 //   a16wfp4_wgmma  M > 64 (NVIDIA sm_90a): warpgroup MMA against a weight
 //                 panel dequantized once per CTA into swizzled shared memory,
 //                 x through a cp.async or TMA-fed ring, output through TMA
@@ -813,10 +814,13 @@ int32_t SimtRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err,
 
 
 // ------------------------------------------------------------------------
-// Decode kernel ("a16wfp4_decode", M <= 64, NVIDIA): one CTA per (batch,
-// 8 * WARPS columns) computes every row at once, so each weight byte is read
-// and dequantized exactly once, straight into mma.sync B fragments in
-// registers (no weight tile in shared memory, no K-loop barriers).
+// Decode kernel ("a16wfp4_decode", small M, NVIDIA): one CTA per (batch,
+// 8 * WARPS columns, BLOCK_SIZE_M-row tile) computes all its rows at once,
+// so each weight byte is read and dequantized once per row tile (exactly
+// once when M <= BLOCK_SIZE_M), straight into mma.sync B fragments in
+// registers (no weight tile in shared memory, no K-loop barriers). More
+// row tiles re-read the weights but stage less x per CTA: at M = 64, two
+// 32-row tiles can beat one 64-row tile (the table's buckets choose).
 //
 // K is permuted consistently for both operands: in m16n8k16 a lane with
 // t = lane % 4 holds the k slots {2t, 2t+1, 2t+8, 2t+9} of each 16-wide
@@ -850,6 +854,7 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
   const int wn = warp % WN, kw = warp / WN;
   const int g = lane >> 2, t = lane & 3;
   const int64_t b = blockIdx.z;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kRows;  // this CTA's first row
   const int64_t ncol0 = static_cast<int64_t>(blockIdx.x) * (WN * 8) + wn * 8;
   const int64_t n = ncol0 + g;  // this lane's weight row
   const bool n_ok = n < p.N;
@@ -881,17 +886,44 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 
-  // 2. x rows [0, M) of this batch into smem (16-byte loads; rows >= M are
-  //    zeros, never read from global memory). Measured against cp.async
-  //    (every copy in flight, one wait) and against one bulk copy per row
-  //    (cp.async.bulk, completing on an mbarrier): plain loads were as fast
-  //    or faster (V-up M=64 7.4 vs 8.8 us; 7.1 vs 8.3 us), see BENCHMARKS.md.
-  const int rows = static_cast<int>(p.M < kRows ? p.M : kRows);
-  for (int i = tid; i < kRows * (K / 8); i += kThreads) {
-    const int r = i / (K / 8), q = i % (K / 8);
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (r < rows) v = *reinterpret_cast<const uint4*>(p.x + b * p.x_sb + r * p.x_sm + q * 8);
-    *reinterpret_cast<uint4*>(xs + r * kLdx + q * 8) = v;
+  // 2. x rows [m0, m0 + kRows) of this batch into smem (16-byte loads; rows
+  //    >= M are zeros, never read from global memory). Measured against
+  //    cp.async (every copy in flight, one wait) and against one bulk copy per
+  //    row (cp.async.bulk, completing on an mbarrier): plain loads were as
+  //    fast or faster (V-up M=64 7.4 vs 8.8 us; 7.1 vs 8.3 us), see
+  //    BENCHMARKS.md. Without k-split warps (KW = 1) up to 16 loads per
+  //    thread are issued before the first store (the compiler's unrolling
+  //    kept 4 in flight): K-up 3-10% faster at M = 16...64. With k-split
+  //    warps the same change was 3-10% slower (V-up M = 64 7.8 vs 7.1 us), so
+  //    they keep the plain loop.
+  const int rows = static_cast<int>(p.M - m0 < kRows ? p.M - m0 : kRows);
+  const uint16_t* xb = p.x + b * p.x_sb + m0 * p.x_sm;
+  constexpr int kChunks = kRows * (K / 8);  // 16-byte pieces of the x tile
+  if constexpr (KW == 1) {
+    constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
+    constexpr int kBatch = kIters < 16 ? kIters : 16;
+#pragma unroll 1
+    for (int j0 = 0; j0 < kIters; j0 += kBatch) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int i = (j0 + j) * kThreads + tid, r = i / (K / 8), q = i % (K / 8);
+        v[j] = make_uint4(0u, 0u, 0u, 0u);
+        if (i < kChunks && r < rows) v[j] = *reinterpret_cast<const uint4*>(xb + r * p.x_sm + q * 8);
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int i = (j0 + j) * kThreads + tid, r = i / (K / 8), q = i % (K / 8);
+        if (i < kChunks) *reinterpret_cast<uint4*>(xs + r * kLdx + q * 8) = v[j];
+      }
+    }
+  } else {
+    for (int i = tid; i < kChunks; i += kThreads) {
+      const int r = i / (K / 8), q = i % (K / 8);
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);
+      if (r < rows) v = *reinterpret_cast<const uint4*>(xb + r * p.x_sm + q * 8);
+      *reinterpret_cast<uint4*>(xs + r * kLdx + q * 8) = v;
+    }
   }
   __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -977,7 +1009,7 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
   for (int i = 0; i < MT; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t m = i * 16 + g + 8 * h;
+      const int64_t m = m0 + i * 16 + g + 8 * h;
       if (m >= p.M || col >= p.N) continue;
       uint16_t* dst = p.y + b * p.y_sb + m * p.y_sm + col;
       if (pair_ok) {
@@ -1050,8 +1082,8 @@ int32_t DecodeCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c,
   }
   if (!known) return SetErr(err, len, "this config is not compiled into a16wfp4_decode; see the kernel's config list"), 1;
   if (c->ksplit != 1) return SetErr(err, len, "a16wfp4_decode runs NUM_KSPLIT=1 only (it reads all of K per CTA)"), 1;
-  if (a->M > c->block_m) {
-    return SetErr(err, len, "a16wfp4_decode computes all M rows in one CTA: M must be <= BLOCK_SIZE_M (<= 64)"), 1;
+  if ((a->M + c->block_m - 1) / c->block_m > 65535) {
+    return SetErr(err, len, "M / BLOCK_SIZE_M exceeds the grid limit (65535)"), 1;
   }
   bool compiled = false;
   for (const DecodeEntry& d : kDecodeEntries)
@@ -1088,7 +1120,8 @@ int32_t DecodeRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* er
   const size_t smem = DecodeSmem(c, a->K);
   static thread_local size_t raised[sizeof(kDecodeEntries) / sizeof(kDecodeEntries[0])] = {};
   if (int32_t r = RaiseSmem(e->kernel, smem, &raised[e - kDecodeEntries], err, len)) return r;
-  const dim3 grid(static_cast<unsigned>((a->N + c->block_n - 1) / c->block_n), 1u, static_cast<unsigned>(a->B));
+  const dim3 grid(static_cast<unsigned>((a->N + c->block_n - 1) / c->block_n),
+                  static_cast<unsigned>((a->M + c->block_m - 1) / c->block_m), static_cast<unsigned>(a->B));
   // Opt-in programmatic dependent launch (MXVAL_CUDA_PDL=1; BENCHMARKS.md has
   // both timings):
   // the contract is that w_packed and w_scales are not written by the kernel

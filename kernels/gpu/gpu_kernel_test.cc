@@ -164,7 +164,7 @@ TEST_F(GpuKernels, SeededShapesAgainstReference) {
     auto [k, c] = combos[i % combos.size()];
     const bool decode = std::string(k->name) == "a16wfp4_decode";
     if (decode) {
-      spec.shape.M = 1 + static_cast<int64_t>(rng() % c.block_m);  // it runs M <= BLOCK_SIZE_M only
+      spec.shape.M = 1 + static_cast<int64_t>(rng() % (3 * c.block_m));  // up to three row tiles
       // With k-split warps it is compiled for K in {256, 512}: give it V-up.
       if (c.num_warps > c.block_n / 8 && spec.shape.K < 256) spec.shape = {spec.shape.B, spec.shape.M, 256, 512};
     }
@@ -268,7 +268,7 @@ TEST_F(GpuKernels, DecodeKernelEveryKAndBucket) {
     const TileConfig c = FromAbi((*k)->configs[ci]);
     const bool ksplit_warps = c.num_warps > c.block_n / 8;
     for (int64_t K : {128, 192, 256, 512})
-      for (int64_t M : {int64_t{1}, int64_t{c.block_m / 2 + 1}, int64_t{c.block_m}}) {
+      for (int64_t M : {int64_t{1}, int64_t{c.block_m / 2 + 1}, int64_t{c.block_m}, int64_t{2 * c.block_m + 3}}) {
         if (ksplit_warps && K < 256) continue;  // refused (checked in RaggedKAndEveryConfigAtK192)
         CaseSpec spec;
         spec.shape = {16, M, K == 512 ? 256 : 512, K};
@@ -281,15 +281,17 @@ TEST_F(GpuKernels, DecodeKernelEveryKAndBucket) {
         CheckCase(*k, c, spec);
       }
   }
-  // Refusals: M above the bucket, an uncompiled K, split-K.
-  mxval_gemm_args a = ShapeOnlyArgs(65, 64, 192);
+  // Refusals: too many row tiles for the grid, an uncompiled K, split-K.
+  mxval_gemm_args a = ShapeOnlyArgs(65535LL * 64 + 1, 64, 192);
   TileConfig c64;
   for (int i = 0; i < (*k)->num_configs; ++i) {
     const TileConfig c = FromAbi((*k)->configs[i]);
     if (c.block_m == 64 && c.num_warps == c.block_n / 8) c64 = c;  // no k-split warps: every K compiled
   }
   ASSERT_EQ(c64.block_m, 64);
-  EXPECT_FALSE(CanImplement(**k, a, c64).ok());
+  const absl::Status tiles = CanImplement(**k, a, c64);
+  EXPECT_EQ(tiles.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(tiles.message().find("grid limit"), std::string::npos) << tiles;
   a.M = 8;
   EXPECT_TRUE(CanImplement(**k, a, c64).ok());
   a.K = 160;
