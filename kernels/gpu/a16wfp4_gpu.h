@@ -25,8 +25,9 @@ const mxval_tile_config* SimtConfigs(int32_t* n);
 int32_t SimtCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 int32_t SimtRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 
-// Decode kernel ("a16wfp4_decode", NVIDIA): M <= BLOCK_SIZE_M <= 64, one
-// pass over the weights per CTA, K in {128, 192, 256, 512}.
+// Decode kernel ("a16wfp4_decode", NVIDIA): small M, one CTA per
+// (BLOCK_SIZE_M-row tile, columns, batch), one pass over the weights per
+// row tile, K in {128, 192, 256, 512}.
 const mxval_tile_config* DecodeConfigs(int32_t* n);
 int32_t DecodeCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 int32_t DecodeRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
