@@ -369,7 +369,7 @@ def main():
                 for kn, c in sweep:
                     if (kn.endswith("panel") and M < 256) or (kn.endswith("wgmma") and M < 64):
                         continue
-                    if kn.endswith("decode") and M > 64:
+                    if kn.endswith("decode") and M > 256:
                         continue
                     for ks in (1, 2, 4) if M <= 64 and kn in ("a16wfp4_tc", "a16wfp4_simt") else (1,):
                         cc = TileConfig(c.block_m, c.block_n, c.block_k, ks, c.num_stages, c.num_warps)
