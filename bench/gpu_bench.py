@@ -292,6 +292,16 @@ SHAPES = [("glm5-tp4", "kup", 16, 512, 192, True, False), ("glm5-tp4", "vup", 16
           ("dsv3-tp8", "kup", 16, 512, 128, True, False), ("dsv3-tp8", "vup", 16, 128, 512, False, True)]
 
 
+def save_results(results, path, complete):
+    """Writes the JSON atomically; called after every row so that a run cut
+    off by a time limit (or a machine taken away) keeps what it measured."""
+    results["complete"] = complete
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(results, f, indent=1)
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -392,6 +402,7 @@ def main():
             row["mxval_gbps"] = row["bytes"] / t / 1e9
             row["mxval_roofline_fraction"] = row["floor_us"] / row["mxval"]["median"]
             results["rows"].append(row)
+            save_results(results, args.out, False)
             ds = row.get("dot_scaled", {"median": float("nan")})
             dse = row.get("dot_scaled_eager", {"median": float("nan")})
             print("%-13s %6d | %-22s %8.1f %8.1f | %8.1f %8.1f | %8.1f %8.1f | %7.1f | %6.2f %6.2f | %s" % (
@@ -404,7 +415,7 @@ def main():
                 print("  !! mxval relative error %.3g" % row["mxval_rel_err"])
             del probs, one
             torch.cuda.empty_cache()
-    json.dump(results, open(args.out, "w"), indent=1)
+    save_results(results, args.out, True)
     print("times in microseconds per call (median); vsBest = best peer / mxval (graph), vsFlr = mxval / floor")
 
 
