@@ -837,14 +837,17 @@ __device__ __forceinline__ uint32_t PackBf16x2(float v0, float v1) {
 }
 
 // WN column warps (8 columns each) x KW k-split warps per CTA; the KW
-// partial sums are added in a fixed order through shared memory.
-template <int WN, int KW, int MT, int K>
+// partial sums are added in a fixed order through shared memory. XS: the x
+// tile in the swizzled layout of a16wfp4_tile.h (DecodeXSwizzle: no bank
+// conflicts on the x loads) instead of rows padded by 8 elements.
+template <int WN, int KW, int MT, int K, bool XS>
 __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p) {
   constexpr int kThreads = WN * KW * 32;
   constexpr int KS = K / KW;    // actual k per k-split warp
   constexpr int KL = KS / 4;    // actual k per lane slice
   constexpr int NG = KL / 32 + 2;  // scale groups a lane slice can touch
-  constexpr int kLdx = K + 8;   // x row pitch in smem (elements)
+  constexpr int kLdx = XS ? K : K + 8;  // x row pitch in smem (elements)
+  using XL = DecodeXSwizzle<K, KW>;
   constexpr int kRows = MT * 16;
   static_assert(KL % 16 == 0, "K / KW must be a multiple of 64");
   extern __shared__ uint4 smem_raw[];
@@ -896,9 +899,24 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
   //    kept 4 in flight): K-up 3-10% faster at M = 16...64. With k-split
   //    warps the same change was 3-10% slower (V-up M = 64 7.8 vs 7.1 us), so
   //    they keep the plain loop.
+  //    In the swizzled layout (XS) index i walks the tile's slots in order
+  //    (conflict-free stores) and loads the chunk that belongs there.
   const int rows = static_cast<int>(p.M - m0 < kRows ? p.M - m0 : kRows);
   const uint16_t* xb = p.x + b * p.x_sb + m0 * p.x_sm;
   constexpr int kChunks = kRows * (K / 8);  // 16-byte pieces of the x tile
+  // Piece i: its global chunk (row r, chunk q) and where it goes in smem.
+  auto piece = [&](int i, int& r, int& q, int& dst, bool& flip) {
+    r = i / (K / 8);
+    const int j = i % (K / 8);
+    if constexpr (XS) {
+      q = XL::ChunkOfSlot(j), dst = r * K + 8 * XL::Place(r, j), flip = XL::HalfFlip(r);
+    } else {
+      q = j, dst = r * kLdx + 8 * j, flip = false;
+    }
+  };
+  auto put = [&](int dst, bool flip, const uint4& v) {
+    *reinterpret_cast<uint4*>(xs + dst) = flip ? make_uint4(v.z, v.w, v.x, v.y) : v;
+  };
   if constexpr (KW == 1) {
     constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
     constexpr int kBatch = kIters < 16 ? kIters : 16;
@@ -907,22 +925,30 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
       uint4 v[kBatch];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
-        const int i = (j0 + j) * kThreads + tid, r = i / (K / 8), q = i % (K / 8);
+        const int i = (j0 + j) * kThreads + tid;
+        int r, q, dst;
+        bool flip;
+        piece(i, r, q, dst, flip);
         v[j] = make_uint4(0u, 0u, 0u, 0u);
         if (i < kChunks && r < rows) v[j] = *reinterpret_cast<const uint4*>(xb + r * p.x_sm + q * 8);
       }
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
-        const int i = (j0 + j) * kThreads + tid, r = i / (K / 8), q = i % (K / 8);
-        if (i < kChunks) *reinterpret_cast<uint4*>(xs + r * kLdx + q * 8) = v[j];
+        const int i = (j0 + j) * kThreads + tid;
+        int r, q, dst;
+        bool flip;
+        piece(i, r, q, dst, flip);
+        if (i < kChunks) put(dst, flip, v[j]);
       }
     }
   } else {
     for (int i = tid; i < kChunks; i += kThreads) {
-      const int r = i / (K / 8), q = i % (K / 8);
+      int r, q, dst;
+      bool flip;
+      piece(i, r, q, dst, flip);
       uint4 v = make_uint4(0u, 0u, 0u, 0u);
       if (r < rows) v = *reinterpret_cast<const uint4*>(xb + r * p.x_sm + q * 8);
-      *reinterpret_cast<uint4*>(xs + r * kLdx + q * 8) = v;
+      put(dst, flip, v);
     }
   }
   __syncthreads();
@@ -931,12 +957,24 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
 #endif
   if (p.act_mxfp4) {  // activations re-quantized per 32-k group, even rule
     for (int gi = tid; gi < rows * (K / 32); gi += kThreads) {
-      uint16_t* grp = xs + (gi / (K / 32)) * kLdx + (gi % (K / 32)) * 32;
+      const int r = gi / (K / 32), k0 = (gi % (K / 32)) * 32;
+      // Element i of the group sits in 4-element piece i / 4: consecutive
+      // in padded rows; (XS) in four swizzled chunks whose 8-byte halves may
+      // be swapped. Eight piece offsets, not 32 element offsets, stay live
+      // across the quantization (per-element XL::Elem cost 48 registers).
+      int piece_at[8];
+#pragma unroll
+      for (int h = 0; h < 8; ++h) {
+        piece_at[h] = XS ? r * K + 8 * XL::Place(r, XL::SlotOfChunk(k0 / 8 + h / 2)) + 4 * ((h % 2) ^ XL::HalfFlip(r))
+                         : r * kLdx + k0 + 4 * h;
+      }
       float v[32];
       uint8_t codes[32];
-      for (int i = 0; i < 32; ++i) v[i] = mxfp4::Bf16BitsToFloat(grp[i]);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) v[i] = mxfp4::Bf16BitsToFloat(xs[piece_at[i / 4] + i % 4]);
       const float q = mxfp4::DecodeE8M0(mxfp4::QuantizeBlock(v, 1, 32, mxfp4::ScaleRule::kEven, codes));
-      for (int i = 0; i < 32; ++i) grp[i] = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1(codes[i]) * q);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) xs[piece_at[i / 4] + i % 4] = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1(codes[i]) * q);
     }
     __syncthreads();
   }
@@ -954,6 +992,15 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
   float acc[MT][4];
 #pragma unroll
   for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+  // XS: this lane's x read offsets in row g, by ((c / 2) & 1, c & 1); a step
+  // adds the compile-time XL::StepOffset(c).
+  int xo[2][2] = {};
+  if constexpr (XS) {
+#pragma unroll
+    for (int a = 0; a < 2; ++a)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) xo[a][e] = XL::LaneBase(g, t, kw, a, e);
+  }
   U32x4 deq = {};
 #pragma unroll
   for (int c = 0; c < KL / 4; ++c) {
@@ -975,7 +1022,8 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
     const uint32_t bf[2] = {deq.v[2 * (c % 2)], deq.v[2 * (c % 2) + 1]};
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      const uint16_t* xr = xs + (i * 16 + g) * kLdx + k0;
+      const uint16_t* xr = XS ? xs + i * 16 * K + xo[(c / 2) % 2][c % 2] + XL::StepOffset(c)
+                              : xs + (i * 16 + g) * kLdx + k0;
       const uint2 lo = *reinterpret_cast<const uint2*>(xr);
       const uint2 hi = *reinterpret_cast<const uint2*>(xr + 8 * kLdx);
       const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
@@ -1026,32 +1074,51 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
 // Compiled decode variants. A config (BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps)
 // means 16-row tiles MT = BM / 16, column warps WN = BN / 8 and k-split warps
 // KW = num_warps / WN; each is compiled for K in {128, 192, 256, 512} where
-// K / KW is a multiple of 64.
+// K / KW is a multiple of 64. The kernel has no pipeline stages, so
+// num_stages names the x layout: 1 = rows padded by 8 elements, 2 = the
+// swizzled layout (DecodeXSwizzle), compiled for the configs the tables use
+// (BN = 32 / 4 warps, BN = 64 / 8 warps, BN = 16 / 8 warps).
 struct DecodeEntry {
-  int block_m, block_n, warps, k;
+  int block_m, block_n, warps, k, stages;
   void (*kernel)(GemmParams);
 };
 #if defined(MXVAL_NVIDIA)
-#define MXVAL_DECODE_E(WN, KW, MT, K) {MT * 16, WN * 8, WN * KW, K, A16wfp4DecodeKernel<WN, KW, MT, K>},
+#define MXVAL_DECODE_E(WN, KW, MT, K) \
+  {MT * 16, WN * 8, WN * KW, K, 1, A16wfp4DecodeKernel<WN, KW, MT, K, false>},
+#define MXVAL_DECODE_ES(WN, KW, MT, K) \
+  {MT * 16, WN * 8, WN * KW, K, 2, A16wfp4DecodeKernel<WN, KW, MT, K, true>},
 #define MXVAL_DECODE_ALLK(WN, KW, MT) \
   MXVAL_DECODE_E(WN, KW, MT, 128) MXVAL_DECODE_E(WN, KW, MT, 192) MXVAL_DECODE_E(WN, KW, MT, 256) MXVAL_DECODE_E(WN, KW, MT, 512)
 #define MXVAL_DECODE_BIGK(WN, KW, MT) MXVAL_DECODE_E(WN, KW, MT, 256) MXVAL_DECODE_E(WN, KW, MT, 512)
+#define MXVAL_DECODE_ALLK_S(WN, KW, MT)                                                                   \
+  MXVAL_DECODE_ES(WN, KW, MT, 128) MXVAL_DECODE_ES(WN, KW, MT, 192) MXVAL_DECODE_ES(WN, KW, MT, 256) \
+  MXVAL_DECODE_ES(WN, KW, MT, 512)
+#define MXVAL_DECODE_BIGK_S(WN, KW, MT) MXVAL_DECODE_ES(WN, KW, MT, 256) MXVAL_DECODE_ES(WN, KW, MT, 512)
 #define MXVAL_DECODE_MT(X, WN, KW) X(WN, KW, 1) X(WN, KW, 2) X(WN, KW, 4)
 const DecodeEntry kDecodeEntries[] = {
     MXVAL_DECODE_MT(MXVAL_DECODE_ALLK, 4, 1) MXVAL_DECODE_MT(MXVAL_DECODE_ALLK, 8, 1)
     MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 2, 2) MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 4, 2)
-    MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 2, 4)};
+    MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 2, 4)
+    MXVAL_DECODE_MT(MXVAL_DECODE_ALLK_S, 4, 1) MXVAL_DECODE_MT(MXVAL_DECODE_ALLK_S, 8, 1)
+    MXVAL_DECODE_MT(MXVAL_DECODE_BIGK_S, 2, 4)};
 #undef MXVAL_DECODE_E
+#undef MXVAL_DECODE_ES
 #undef MXVAL_DECODE_ALLK
 #undef MXVAL_DECODE_BIGK
+#undef MXVAL_DECODE_ALLK_S
+#undef MXVAL_DECODE_BIGK_S
 #undef MXVAL_DECODE_MT
 #endif
-// (BM, BN, BK (nominal: the kernel reads all of K), KSPLIT, stages, warps).
+// (BM, BN, BK (nominal: the kernel reads all of K), KSPLIT, stages = x layout, warps).
 const mxval_tile_config kDecodeConfigs[] = {
     {16, 32, 64, 1, 1, 4}, {16, 64, 64, 1, 1, 8}, {32, 32, 64, 1, 1, 4}, {32, 64, 64, 1, 1, 8},
     {64, 32, 64, 1, 1, 4}, {64, 64, 64, 1, 1, 8}, {16, 16, 64, 1, 1, 4}, {32, 16, 64, 1, 1, 4},
     {64, 16, 64, 1, 1, 4}, {16, 32, 64, 1, 1, 8}, {32, 32, 64, 1, 1, 8}, {64, 32, 64, 1, 1, 8},
     {16, 16, 64, 1, 1, 8}, {32, 16, 64, 1, 1, 8}, {64, 16, 64, 1, 1, 8},
+    // swizzled x layout
+    {16, 32, 64, 1, 2, 4}, {32, 32, 64, 1, 2, 4}, {64, 32, 64, 1, 2, 4},
+    {16, 64, 64, 1, 2, 8}, {32, 64, 64, 1, 2, 8}, {64, 64, 64, 1, 2, 8},
+    {16, 16, 64, 1, 2, 8}, {32, 16, 64, 1, 2, 8}, {64, 16, 64, 1, 2, 8},
 };
 constexpr int kNumDecode = sizeof(kDecodeConfigs) / sizeof(kDecodeConfigs[0]);
 
@@ -1087,7 +1154,8 @@ int32_t DecodeCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c,
   }
   bool compiled = false;
   for (const DecodeEntry& d : kDecodeEntries)
-    compiled |= d.block_m == c->block_m && d.block_n == c->block_n && d.warps == c->num_warps && d.k == a->K;
+    compiled |= d.block_m == c->block_m && d.block_n == c->block_n && d.warps == c->num_warps && d.k == a->K &&
+                d.stages == c->num_stages;
   if (!compiled) {
     return SetErr(err, len,
                   "a16wfp4_decode is compiled for K in {128, 192, 256, 512}, and with k-split warps (num_warps > "
@@ -1114,7 +1182,9 @@ int32_t DecodeRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* er
 #if defined(MXVAL_NVIDIA)
   const DecodeEntry* e = nullptr;
   for (const DecodeEntry& d : kDecodeEntries)
-    if (d.block_m == c->block_m && d.block_n == c->block_n && d.warps == c->num_warps && d.k == a->K) e = &d;
+    if (d.block_m == c->block_m && d.block_n == c->block_n && d.warps == c->num_warps && d.k == a->K &&
+        d.stages == c->num_stages)
+      e = &d;
   if (e == nullptr) return SetErr(err, len, "no compiled a16wfp4_decode variant for this config and K"), 1;
   const GemmParams p = MakeParams(*a, 64, 1);
   const size_t smem = DecodeSmem(c, a->K);

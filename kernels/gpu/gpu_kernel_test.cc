@@ -306,6 +306,47 @@ TEST_F(GpuKernels, DecodeKernelEveryKAndBucket) {
 // several M tiles (the cp.async ring and the wgmma groups cross tile
 // boundaries), ragged last tiles, every K it takes, both layouts; then its
 // refusals, each naming what is wrong.
+// The swizzled x layout (decode configs with num_stages = 2) moves only
+// where x sits in shared memory: every product and the order of the sums
+// are the same, so its output must equal its padded twin's (num_stages = 1)
+// bit for bit, in both modes, across row tiles and ragged N. (Both are also
+// checked against the reference above.)
+TEST_F(GpuKernels, DecodeSwizzledXLayoutBitIdenticalToPadded) {
+  auto k = Library()->Find("a16wfp4_decode");
+  ASSERT_TRUE(k.ok());
+  std::mt19937_64 rng(11);
+  int twins = 0;
+  for (int ci = 0; ci < (*k)->num_configs; ++ci) {
+    const TileConfig sw = FromAbi((*k)->configs[ci]);
+    if (sw.num_stages != 2) continue;
+    TileConfig pad = sw;
+    pad.num_stages = 1;
+    const bool ksplit_warps = sw.num_warps > sw.block_n / 8;
+    for (int64_t K : {128, 192, 256, 512}) {
+      if (ksplit_warps && K < 256) continue;
+      for (auto mode : {ActivationMode::kBf16, ActivationMode::kMxfp4Even}) {
+        CaseSpec spec;
+        spec.shape = {4, 2 * sw.block_m + 5, K == 512 ? 200 : 456, K};  // ragged N, three row tiles
+        spec.strided_x = true;
+        spec.activations = mode;
+        spec.x_gen = *ParseGenerator("heavy-tail");
+        spec.seed = rng();
+        auto d = CaseData::Build(spec);
+        ASSERT_TRUE(d.ok()) << d.status();
+        auto mirror = DeviceCase::Upload(*Cuda(), *d);
+        ASSERT_TRUE(mirror.ok()) << mirror.status();
+        std::vector<uint16_t> y_sw(d->y_elems, 0x7FC1), y_pad(d->y_elems, 0x7FC2);
+        SCOPED_TRACE(testing::Message() << sw.ToString() << " K=" << K << " " << ActivationModeName(mode));
+        ASSERT_TRUE((*mirror)->Kernel(*k, sw)(*d, y_sw.data()).ok());
+        ASSERT_TRUE((*mirror)->Kernel(*k, pad)(*d, y_pad.data()).ok());
+        EXPECT_EQ(y_sw, y_pad);
+        ++twins;
+      }
+    }
+  }
+  EXPECT_GE(twins, 9 * 2 * 2);
+}
+
 TEST_F(GpuKernels, WgmmaKernelEveryConfigAcrossTiles) {
   auto k = Library()->Find("a16wfp4_wgmma");
   ASSERT_TRUE(k.ok()) << k.status();
