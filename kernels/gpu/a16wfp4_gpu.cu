@@ -1077,7 +1077,8 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
 // K / KW is a multiple of 64. The kernel has no pipeline stages, so
 // num_stages names the x layout: 1 = rows padded by 8 elements, 2 = the
 // swizzled layout (DecodeXSwizzle), compiled for the configs the tables use
-// (BN = 32 / 4 warps, BN = 64 / 8 warps, BN = 16 / 8 warps).
+// (BN = 32 / 4 warps, BN = 64 / 8 warps, BN = 16 / 8 warps) and BN = 32 /
+// 16 warps.
 struct DecodeEntry {
   int block_m, block_n, warps, k, stages;
   void (*kernel)(GemmParams);
@@ -1098,9 +1099,9 @@ struct DecodeEntry {
 const DecodeEntry kDecodeEntries[] = {
     MXVAL_DECODE_MT(MXVAL_DECODE_ALLK, 4, 1) MXVAL_DECODE_MT(MXVAL_DECODE_ALLK, 8, 1)
     MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 2, 2) MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 4, 2)
-    MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 2, 4)
+    MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 2, 4) MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 4, 4)
     MXVAL_DECODE_MT(MXVAL_DECODE_ALLK_S, 4, 1) MXVAL_DECODE_MT(MXVAL_DECODE_ALLK_S, 8, 1)
-    MXVAL_DECODE_MT(MXVAL_DECODE_BIGK_S, 2, 4)};
+    MXVAL_DECODE_MT(MXVAL_DECODE_BIGK_S, 2, 4) MXVAL_DECODE_MT(MXVAL_DECODE_BIGK_S, 4, 4)};
 #undef MXVAL_DECODE_E
 #undef MXVAL_DECODE_ES
 #undef MXVAL_DECODE_ALLK
@@ -1119,6 +1120,10 @@ const mxval_tile_config kDecodeConfigs[] = {
     {16, 32, 64, 1, 2, 4}, {32, 32, 64, 1, 2, 4}, {64, 32, 64, 1, 2, 4},
     {16, 64, 64, 1, 2, 8}, {32, 64, 64, 1, 2, 8}, {64, 64, 64, 1, 2, 8},
     {16, 16, 64, 1, 2, 8}, {32, 16, 64, 1, 2, 8}, {64, 16, 64, 1, 2, 8},
+    // 32 columns with 4 k-split warps each (16 warps): half the x staging per
+    // column of BN = 16 / 8 warps, for V-up at M = 33...64 (not yet measured)
+    {16, 32, 64, 1, 1, 16}, {32, 32, 64, 1, 1, 16}, {64, 32, 64, 1, 1, 16},
+    {16, 32, 64, 1, 2, 16}, {32, 32, 64, 1, 2, 16}, {64, 32, 64, 1, 2, 16},
 };
 constexpr int kNumDecode = sizeof(kDecodeConfigs) / sizeof(kDecodeConfigs[0]);
 
