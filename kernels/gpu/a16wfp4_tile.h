@@ -316,9 +316,9 @@ MXVAL_HD void SimtLoadPhase(const GemmParams& p, const TileCoord& c, int kt, uin
 // In the decode kernel a lane (g = lane / 4, t = lane % 4) of k-split warp kw
 // reads, at mma step c, 8 bytes of x row r at k = kw * K/KW + t * KL + 4c
 // (KL = K / KW / 4: the lane's k slice). In rows padded by 8 elements (the
-// num_stages = 1 configs) two lanes of a half-warp hit the same banks for
-// every compiled (K, KW): the t slices lie a multiple of 32 words apart
-// (K = 512, KW = 4: t = 0 and t = 2), a 2-way conflict on every x load.
+// num_stages = 1 configs) lanes of a half-warp hit the same banks for every
+// compiled (K, KW), 2- to 4-way (K = 512, KW = 4: lanes t = 0 and t = 2 of a
+// row read words 32 apart).
 // The swizzled layout keeps rows unpadded (K elements) and stores the
 // 16-byte chunk q = (kw, t, j) of a row (j: the chunk within the lane slice,
 // J = KL / 8 of them) at slot P = j * 4KW + 4kw + t, XORed with 4 * (r & 1),
