@@ -334,7 +334,7 @@ template <int K, int KW>
 struct DecodeXSwizzle {
   static constexpr int kChunks = K / 8;        // 16-byte chunks per row
   static constexpr int kJ = K / (32 * KW);     // chunks per lane slice
-  static_assert(K % 64 == 0 && kJ >= 1 && kJ * 4 * KW == kChunks, "K / KW must be a multiple of 32");
+  static_assert(K % 64 == 0 && kJ >= 1 && kJ * 4 * KW == kChunks, "K must be a multiple of 64 and of 32 * KW");
   // Unswizzled slot of chunk q, and back.
   MXVAL_HD static constexpr int SlotOfChunk(int q) {
     return (q % kJ) * 4 * KW + 4 * (q / (4 * kJ)) + (q / kJ) % 4;
