@@ -6,6 +6,9 @@
 #   test     gpu_kernel_test: every kernel/config/mode vs the FP32 reference
 #   service  scripts/gpu_service_check.sh: coordinator + GPU worker + a job
 #   bench    bench/gpu_bench.py: side by side with cuBLAS and Triton
+# GPU_TEST_FILTER (optional) is passed to gpu_kernel_test as --gtest_filter:
+# the whole suite takes longer than one 600 s device call, e.g. run
+# '*Decode*:*Prmt*' in one call and '-*Decode*:*Prmt*' in the next.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/mxval-gpu}"
@@ -16,7 +19,9 @@ export MXVAL_CUDA_LIBRARY="$PWD/build-gpu/lib/libmxval_cuda_kernels.so"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 rc=0
 if [ "$what" = test ] || [ "$what" = all ]; then
-  MXVAL_THREADS=16 build-gpu/bin/gpu_kernel_test --gtest_brief=1 2>&1 | tee "$OUT/gpu_test.log"
+  filter=()
+  [ -n "${GPU_TEST_FILTER:-}" ] && filter=("--gtest_filter=$GPU_TEST_FILTER")
+  MXVAL_THREADS=16 build-gpu/bin/gpu_kernel_test --gtest_brief=1 "${filter[@]}" 2>&1 | tee "$OUT/gpu_test.log"
   rc=${PIPESTATUS[0]}
 fi
 if [ "$what" = service ] || [ "$what" = all ]; then
