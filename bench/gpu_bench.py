@@ -22,6 +22,7 @@ import ctypes as C
 import json
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -311,6 +312,8 @@ def main():
     ap.add_argument("--no-sweep", action="store_true", help="skip timing every compiled config")
     ap.add_argument("--sweep-kernels", default="a16wfp4_tc,a16wfp4_tc_panel,a16wfp4_decode,a16wfp4_wgmma",
                     help="kernels whose compiled configs the sweep times")
+    ap.add_argument("--sweep-match", default="",
+                    help="time only the swept configs whose tagged name (e.g. D:BM64_BN16_BK64_KS1_S2_W8) matches this regex")
     ap.add_argument("--only-mxval", action="store_true", help="run our kernel only (for profilers)")
     ap.add_argument("--out", default="gpu_bench.json")
     args = ap.parse_args()
@@ -383,6 +386,8 @@ def main():
                         continue
                     for ks in (1, 2, 4) if M <= 64 and kn in ("a16wfp4_tc", "a16wfp4_simt") else (1,):
                         cc = TileConfig(c.block_m, c.block_n, c.block_k, ks, c.num_stages, c.num_warps)
+                        if args.sweep_match and not re.search(args.sweep_match, tag.get(kn, "") + str(cc)):
+                            continue
                         if not ours_by_name[kn].can(one, cc):
                             continue
                         t = time_calls([ours_by_name[kn].call(p, cc) for p in probs], True, reps=10)["median"]
