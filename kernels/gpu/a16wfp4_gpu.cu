@@ -904,18 +904,23 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
   const int rows = static_cast<int>(p.M - m0 < kRows ? p.M - m0 : kRows);
   const uint16_t* xb = p.x + b * p.x_sb + m0 * p.x_sm;
   constexpr int kChunks = kRows * (K / 8);  // 16-byte pieces of the x tile
-  // Piece i: its global chunk (row r, chunk q) and where it goes in smem.
-  auto piece = [&](int i, int& r, int& q, int& dst, bool& flip) {
-    r = i / (K / 8);
-    const int j = i % (K / 8);
-    if constexpr (XS) {
-      q = XL::ChunkOfSlot(j), dst = r * K + 8 * XL::Place(r, j), flip = XL::HalfFlip(r);
-    } else {
-      q = j, dst = r * kLdx + 8 * j, flip = false;
-    }
+  // Piece i of the tile: loaded from its global chunk (zeros past the tile
+  // or past M), stored where the layout puts it.
+  auto load = [&](int i) -> uint4 {
+    const int r = i / (K / 8), j = i % (K / 8);
+    const int q = XS ? XL::ChunkOfSlot(j) : j;
+    if (i >= kChunks || r >= rows) return make_uint4(0u, 0u, 0u, 0u);
+    return *reinterpret_cast<const uint4*>(xb + r * p.x_sm + q * 8);
   };
-  auto put = [&](int dst, bool flip, const uint4& v) {
-    *reinterpret_cast<uint4*>(xs + dst) = flip ? make_uint4(v.z, v.w, v.x, v.y) : v;
+  auto store = [&](int i, const uint4& v) {
+    if (i >= kChunks) return;
+    const int r = i / (K / 8), j = i % (K / 8);
+    if constexpr (XS) {
+      *reinterpret_cast<uint4*>(xs + r * K + 8 * XL::Place(r, j)) =
+          XL::HalfFlip(r) ? make_uint4(v.z, v.w, v.x, v.y) : v;
+    } else {
+      *reinterpret_cast<uint4*>(xs + r * kLdx + 8 * j) = v;
+    }
   };
   if constexpr (KW == 1) {
     constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
@@ -924,32 +929,12 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
     for (int j0 = 0; j0 < kIters; j0 += kBatch) {
       uint4 v[kBatch];
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int i = (j0 + j) * kThreads + tid;
-        int r, q, dst;
-        bool flip;
-        piece(i, r, q, dst, flip);
-        v[j] = make_uint4(0u, 0u, 0u, 0u);
-        if (i < kChunks && r < rows) v[j] = *reinterpret_cast<const uint4*>(xb + r * p.x_sm + q * 8);
-      }
+      for (int j = 0; j < kBatch; ++j) v[j] = load((j0 + j) * kThreads + tid);
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int i = (j0 + j) * kThreads + tid;
-        int r, q, dst;
-        bool flip;
-        piece(i, r, q, dst, flip);
-        if (i < kChunks) put(dst, flip, v[j]);
-      }
+      for (int j = 0; j < kBatch; ++j) store((j0 + j) * kThreads + tid, v[j]);
     }
   } else {
-    for (int i = tid; i < kChunks; i += kThreads) {
-      int r, q, dst;
-      bool flip;
-      piece(i, r, q, dst, flip);
-      uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      if (r < rows) v = *reinterpret_cast<const uint4*>(xb + r * p.x_sm + q * 8);
-      put(dst, flip, v);
-    }
+    for (int i = tid; i < kChunks; i += kThreads) store(i, load(i));
   }
   __syncthreads();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
