@@ -837,17 +837,17 @@ __device__ __forceinline__ uint32_t PackBf16x2(float v0, float v1) {
 }
 
 // WN column warps (8 columns each) x KW k-split warps per CTA; the KW
-// partial sums are added in a fixed order through shared memory. XS: the x
-// tile in the swizzled layout of a16wfp4_tile.h (DecodeXSwizzle: no bank
-// conflicts on the x loads) instead of rows padded by 8 elements.
-template <int WN, int KW, int MT, int K, bool XS>
+// partial sums are added in a fixed order through shared memory. x rows are
+// padded by 8 elements in shared memory. (A swizzled layout without the
+// padded rows' 2-4-way bank conflicts on the x loads was measured slower on
+// the H200: BENCHMARKS.md "Decode: 16 and 32 k-split warps".)
+template <int WN, int KW, int MT, int K>
 __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p) {
   constexpr int kThreads = WN * KW * 32;
   constexpr int KS = K / KW;    // actual k per k-split warp
   constexpr int KL = KS / 4;    // actual k per lane slice
   constexpr int NG = KL / 32 + 2;  // scale groups a lane slice can touch
-  constexpr int kLdx = XS ? K : K + 8;  // x row pitch in smem (elements)
-  using XL = DecodeXSwizzle<K, KW>;
+  constexpr int kLdx = K + 8;  // x row pitch in smem (elements)
   constexpr int kRows = MT * 16;
   static_assert(KL % 16 == 0, "K / KW must be a multiple of 64");
   extern __shared__ uint4 smem_raw[];
@@ -899,28 +899,20 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
   //    kept 4 in flight): K-up 3-10% faster at M = 16...64. With k-split
   //    warps the same change was 3-10% slower (V-up M = 64 7.8 vs 7.1 us), so
   //    they keep the plain loop.
-  //    In the swizzled layout (XS) index i walks the tile's slots in order
-  //    (conflict-free stores) and loads the chunk that belongs there.
   const int rows = static_cast<int>(p.M - m0 < kRows ? p.M - m0 : kRows);
   const uint16_t* xb = p.x + b * p.x_sb + m0 * p.x_sm;
   constexpr int kChunks = kRows * (K / 8);  // 16-byte pieces of the x tile
-  // Piece i of the tile: loaded from its global chunk (zeros past the tile
-  // or past M), stored where the layout puts it.
+  // Piece i of the tile: loaded from global memory (zeros past the tile or
+  // past M), stored into its padded row.
   auto load = [&](int i) -> uint4 {
     const int r = i / (K / 8), j = i % (K / 8);
-    const int q = XS ? XL::ChunkOfSlot(j) : j;
     if (i >= kChunks || r >= rows) return make_uint4(0u, 0u, 0u, 0u);
-    return *reinterpret_cast<const uint4*>(xb + r * p.x_sm + q * 8);
+    return *reinterpret_cast<const uint4*>(xb + r * p.x_sm + j * 8);
   };
   auto store = [&](int i, const uint4& v) {
     if (i >= kChunks) return;
     const int r = i / (K / 8), j = i % (K / 8);
-    if constexpr (XS) {
-      *reinterpret_cast<uint4*>(xs + r * K + 8 * XL::Place(r, j)) =
-          XL::HalfFlip(r) ? make_uint4(v.z, v.w, v.x, v.y) : v;
-    } else {
-      *reinterpret_cast<uint4*>(xs + r * kLdx + 8 * j) = v;
-    }
+    *reinterpret_cast<uint4*>(xs + r * kLdx + 8 * j) = v;
   };
   if constexpr (KW == 1) {
     constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
@@ -942,24 +934,12 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
 #endif
   if (p.act_mxfp4) {  // activations re-quantized per 32-k group, even rule
     for (int gi = tid; gi < rows * (K / 32); gi += kThreads) {
-      const int r = gi / (K / 32), k0 = (gi % (K / 32)) * 32;
-      // Element i of the group sits in 4-element piece i / 4: consecutive
-      // in padded rows; (XS) in four swizzled chunks whose 8-byte halves may
-      // be swapped. Eight piece offsets, not 32 element offsets, stay live
-      // across the quantization (per-element XL::Elem cost 48 registers).
-      int piece_at[8];
-#pragma unroll
-      for (int h = 0; h < 8; ++h) {
-        piece_at[h] = XS ? r * K + 8 * XL::Place(r, XL::SlotOfChunk(k0 / 8 + h / 2)) + 4 * ((h % 2) ^ XL::HalfFlip(r))
-                         : r * kLdx + k0 + 4 * h;
-      }
+      uint16_t* grp = xs + (gi / (K / 32)) * kLdx + (gi % (K / 32)) * 32;
       float v[32];
       uint8_t codes[32];
-#pragma unroll
-      for (int i = 0; i < 32; ++i) v[i] = mxfp4::Bf16BitsToFloat(xs[piece_at[i / 4] + i % 4]);
+      for (int i = 0; i < 32; ++i) v[i] = mxfp4::Bf16BitsToFloat(grp[i]);
       const float q = mxfp4::DecodeE8M0(mxfp4::QuantizeBlock(v, 1, 32, mxfp4::ScaleRule::kEven, codes));
-#pragma unroll
-      for (int i = 0; i < 32; ++i) xs[piece_at[i / 4] + i % 4] = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1(codes[i]) * q);
+      for (int i = 0; i < 32; ++i) grp[i] = mxfp4::FloatToBf16Bits(mxfp4::DecodeE2M1(codes[i]) * q);
     }
     __syncthreads();
   }
@@ -977,15 +957,6 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
   float acc[MT][4];
 #pragma unroll
   for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
-  // XS: this lane's x read offsets in row g, by ((c / 2) & 1, c & 1); a step
-  // adds the compile-time XL::StepOffset(c).
-  int xo[2][2] = {};
-  if constexpr (XS) {
-#pragma unroll
-    for (int a = 0; a < 2; ++a)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) xo[a][e] = XL::LaneBase(g, t, kw, a, e);
-  }
   U32x4 deq = {};
 #pragma unroll
   for (int c = 0; c < KL / 4; ++c) {
@@ -1007,8 +978,7 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
     const uint32_t bf[2] = {deq.v[2 * (c % 2)], deq.v[2 * (c % 2) + 1]};
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      const uint16_t* xr = XS ? xs + i * 16 * K + xo[(c / 2) % 2][c % 2] + XL::StepOffset(c)
-                              : xs + (i * 16 + g) * kLdx + k0;
+      const uint16_t* xr = xs + (i * 16 + g) * kLdx + k0;
       const uint2 lo = *reinterpret_cast<const uint2*>(xr);
       const uint2 hi = *reinterpret_cast<const uint2*>(xr + 8 * kLdx);
       const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
@@ -1059,56 +1029,43 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
 // Compiled decode variants. A config (BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps)
 // means 16-row tiles MT = BM / 16, column warps WN = BN / 8 and k-split warps
 // KW = num_warps / WN; each is compiled for K in {128, 192, 256, 512} where
-// K / KW is a multiple of 64. The kernel has no pipeline stages, so
-// num_stages names the x layout: 1 = rows padded by 8 elements, 2 = the
-// swizzled layout (DecodeXSwizzle), compiled for the configs the tables use
-// (BN = 32 / 4 warps, BN = 64 / 8 warps, BN = 16 / 8 warps) and BN = 32 /
-// 16 warps.
+// K / KW is a multiple of 64, with k-split warps for K in {256, 512} only
+// (8 k-split warps: K = 512 only). The kernel has no pipeline stages:
+// num_stages is 1.
 struct DecodeEntry {
-  int block_m, block_n, warps, k, stages;
+  int block_m, block_n, warps, k;
   void (*kernel)(GemmParams);
 };
 #if defined(MXVAL_NVIDIA)
-#define MXVAL_DECODE_E(WN, KW, MT, K) \
-  {MT * 16, WN * 8, WN * KW, K, 1, A16wfp4DecodeKernel<WN, KW, MT, K, false>},
-#define MXVAL_DECODE_ES(WN, KW, MT, K) \
-  {MT * 16, WN * 8, WN * KW, K, 2, A16wfp4DecodeKernel<WN, KW, MT, K, true>},
+#define MXVAL_DECODE_E(WN, KW, MT, K) {MT * 16, WN * 8, WN * KW, K, A16wfp4DecodeKernel<WN, KW, MT, K>},
 #define MXVAL_DECODE_ALLK(WN, KW, MT) \
   MXVAL_DECODE_E(WN, KW, MT, 128) MXVAL_DECODE_E(WN, KW, MT, 192) MXVAL_DECODE_E(WN, KW, MT, 256) MXVAL_DECODE_E(WN, KW, MT, 512)
 #define MXVAL_DECODE_BIGK(WN, KW, MT) MXVAL_DECODE_E(WN, KW, MT, 256) MXVAL_DECODE_E(WN, KW, MT, 512)
-#define MXVAL_DECODE_ALLK_S(WN, KW, MT)                                                                   \
-  MXVAL_DECODE_ES(WN, KW, MT, 128) MXVAL_DECODE_ES(WN, KW, MT, 192) MXVAL_DECODE_ES(WN, KW, MT, 256) \
-  MXVAL_DECODE_ES(WN, KW, MT, 512)
-#define MXVAL_DECODE_BIGK_S(WN, KW, MT) MXVAL_DECODE_ES(WN, KW, MT, 256) MXVAL_DECODE_ES(WN, KW, MT, 512)
+#define MXVAL_DECODE_K512(WN, KW, MT) MXVAL_DECODE_E(WN, KW, MT, 512)
 #define MXVAL_DECODE_MT(X, WN, KW) X(WN, KW, 1) X(WN, KW, 2) X(WN, KW, 4)
 const DecodeEntry kDecodeEntries[] = {
     MXVAL_DECODE_MT(MXVAL_DECODE_ALLK, 4, 1) MXVAL_DECODE_MT(MXVAL_DECODE_ALLK, 8, 1)
     MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 2, 2) MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 4, 2)
     MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 2, 4) MXVAL_DECODE_MT(MXVAL_DECODE_BIGK, 4, 4)
-    MXVAL_DECODE_MT(MXVAL_DECODE_ALLK_S, 4, 1) MXVAL_DECODE_MT(MXVAL_DECODE_ALLK_S, 8, 1)
-    MXVAL_DECODE_MT(MXVAL_DECODE_BIGK_S, 2, 4) MXVAL_DECODE_MT(MXVAL_DECODE_BIGK_S, 4, 4)};
+    MXVAL_DECODE_MT(MXVAL_DECODE_K512, 2, 8) MXVAL_DECODE_MT(MXVAL_DECODE_K512, 4, 8)};
 #undef MXVAL_DECODE_E
-#undef MXVAL_DECODE_ES
 #undef MXVAL_DECODE_ALLK
 #undef MXVAL_DECODE_BIGK
-#undef MXVAL_DECODE_ALLK_S
-#undef MXVAL_DECODE_BIGK_S
+#undef MXVAL_DECODE_K512
 #undef MXVAL_DECODE_MT
 #endif
-// (BM, BN, BK (nominal: the kernel reads all of K), KSPLIT, stages = x layout, warps).
+// (BM, BN, BK (nominal: the kernel reads all of K), KSPLIT, stages, warps).
 const mxval_tile_config kDecodeConfigs[] = {
     {16, 32, 64, 1, 1, 4}, {16, 64, 64, 1, 1, 8}, {32, 32, 64, 1, 1, 4}, {32, 64, 64, 1, 1, 8},
     {64, 32, 64, 1, 1, 4}, {64, 64, 64, 1, 1, 8}, {16, 16, 64, 1, 1, 4}, {32, 16, 64, 1, 1, 4},
     {64, 16, 64, 1, 1, 4}, {16, 32, 64, 1, 1, 8}, {32, 32, 64, 1, 1, 8}, {64, 32, 64, 1, 1, 8},
     {16, 16, 64, 1, 1, 8}, {32, 16, 64, 1, 1, 8}, {64, 16, 64, 1, 1, 8},
-    // swizzled x layout
-    {16, 32, 64, 1, 2, 4}, {32, 32, 64, 1, 2, 4}, {64, 32, 64, 1, 2, 4},
-    {16, 64, 64, 1, 2, 8}, {32, 64, 64, 1, 2, 8}, {64, 64, 64, 1, 2, 8},
-    {16, 16, 64, 1, 2, 8}, {32, 16, 64, 1, 2, 8}, {64, 16, 64, 1, 2, 8},
-    // 32 columns with 4 k-split warps each (16 warps): half the x staging per
-    // column of BN = 16 / 8 warps, for V-up at M = 33...64 (not yet measured)
+    // 4 k-split warps per 8 columns (16 warps on 32 columns): half the x
+    // staging per column of BN = 16 / 8 warps; the V-up M = 16...64 buckets.
     {16, 32, 64, 1, 1, 16}, {32, 32, 64, 1, 1, 16}, {64, 32, 64, 1, 1, 16},
-    {16, 32, 64, 1, 2, 16}, {32, 32, 64, 1, 2, 16}, {64, 32, 64, 1, 2, 16},
+    // 8 k-split warps (K = 512 only): more warps per SM, half the MMA chain.
+    {16, 16, 64, 1, 1, 16}, {32, 16, 64, 1, 1, 16}, {64, 16, 64, 1, 1, 16},
+    {16, 32, 64, 1, 1, 32}, {32, 32, 64, 1, 1, 32}, {64, 32, 64, 1, 1, 32},
 };
 constexpr int kNumDecode = sizeof(kDecodeConfigs) / sizeof(kDecodeConfigs[0]);
 
@@ -1144,12 +1101,11 @@ int32_t DecodeCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c,
   }
   bool compiled = false;
   for (const DecodeEntry& d : kDecodeEntries)
-    compiled |= d.block_m == c->block_m && d.block_n == c->block_n && d.warps == c->num_warps && d.k == a->K &&
-                d.stages == c->num_stages;
+    compiled |= d.block_m == c->block_m && d.block_n == c->block_n && d.warps == c->num_warps && d.k == a->K;
   if (!compiled) {
     return SetErr(err, len,
-                  "a16wfp4_decode is compiled for K in {128, 192, 256, 512}, and with k-split warps (num_warps > "
-                  "BLOCK_SIZE_N / 8) for K in {256, 512} only"), 1;
+                  "a16wfp4_decode is compiled for K in {128, 192, 256, 512}; with k-split warps (num_warps > "
+                  "BLOCK_SIZE_N / 8) for K in {256, 512} only, with 8 k-split warps for K = 512 only"), 1;
   }
   if (a->x_stride_k != 1 || reinterpret_cast<uintptr_t>(a->x) % 16 || a->x_stride_m % 8 || a->x_stride_b % 8) {
     return SetErr(err, len, "a16wfp4_decode needs unit-stride, 16-byte aligned x rows"), 1;
@@ -1172,9 +1128,7 @@ int32_t DecodeRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* er
 #if defined(MXVAL_NVIDIA)
   const DecodeEntry* e = nullptr;
   for (const DecodeEntry& d : kDecodeEntries)
-    if (d.block_m == c->block_m && d.block_n == c->block_n && d.warps == c->num_warps && d.k == a->K &&
-        d.stages == c->num_stages)
-      e = &d;
+    if (d.block_m == c->block_m && d.block_n == c->block_n && d.warps == c->num_warps && d.k == a->K) e = &d;
   if (e == nullptr) return SetErr(err, len, "no compiled a16wfp4_decode variant for this config and K"), 1;
   const GemmParams p = MakeParams(*a, 64, 1);
   const size_t smem = DecodeSmem(c, a->K);

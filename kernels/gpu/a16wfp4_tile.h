@@ -312,53 +312,6 @@ MXVAL_HD void SimtLoadPhase(const GemmParams& p, const TileCoord& c, int kt, uin
   DequantWTile<kSimtBN, kSimtBK, kSimtLDW>(p, c, k0, nullptr, wd, tid, SimtDefault::kThreads);
 }
 
-// Decode kernel x tile, swizzled layout (the num_stages = 2 decode configs).
-// In the decode kernel a lane (g = lane / 4, t = lane % 4) of k-split warp kw
-// reads, at mma step c, 8 bytes of x row r at k = kw * K/KW + t * KL + 4c
-// (KL = K / KW / 4: the lane's k slice). In rows padded by 8 elements (the
-// num_stages = 1 configs) lanes of a half-warp hit the same banks for every
-// compiled (K, KW), 2- to 4-way (K = 512, KW = 4: lanes t = 0 and t = 2 of a
-// row read words 32 apart).
-// The swizzled layout keeps rows unpadded (K elements) and stores the
-// 16-byte chunk q = (kw, t, j) of a row (j: the chunk within the lane slice,
-// J = KL / 8 of them) at slot P = j * 4KW + 4kw + t, XORed with 4 * (r & 1),
-// with its two 8-byte halves swapped when (r >> 1) & 1. Then the 16 lanes of
-// a half-warp read 16 distinct 8-byte bank pairs (t picks the bank group's
-// low bits, g's parity its bit 2, g's bit 1 the half), and a staging loop
-// that walks the slots in order stores 8 consecutive 16-byte slots per
-// quarter-warp (conflict-free), while its 16-byte global loads still cover
-// whole 32-byte sectors per warp (runs of up to 128 / KW contiguous bytes).
-// simt_emulation_test checks all of this on the CPU for every compiled
-// (K, KW).
-template <int K, int KW>
-struct DecodeXSwizzle {
-  static constexpr int kChunks = K / 8;        // 16-byte chunks per row
-  static constexpr int kJ = K / (32 * KW);     // chunks per lane slice
-  static_assert(K % 64 == 0 && kJ >= 1 && kJ * 4 * KW == kChunks, "K must be a multiple of 64 and of 32 * KW");
-  // Unswizzled slot of chunk q, and back.
-  MXVAL_HD static constexpr int SlotOfChunk(int q) {
-    return (q % kJ) * 4 * KW + 4 * (q / (4 * kJ)) + (q / kJ) % 4;
-  }
-  MXVAL_HD static constexpr int ChunkOfSlot(int P) {
-    return ((P / 4) % KW) * 4 * kJ + (P % 4) * kJ + P / (4 * KW);
-  }
-  // Where slot P of row r lives (in chunks from the row's start), and
-  // whether its 8-byte halves are swapped.
-  MXVAL_HD static constexpr int Place(int r, int P) { return P ^ ((r & 1) << 2); }
-  MXVAL_HD static constexpr int HalfFlip(int r) { return (r >> 1) & 1; }
-  // Element offset of x[r][k] in the tile.
-  MXVAL_HD static constexpr int Elem(int r, int k) {
-    return r * K + 8 * Place(r, SlotOfChunk(k / 8)) + 4 * (((k % 8) / 4) ^ HalfFlip(r)) + k % 4;
-  }
-  // The kernel's reads, split into per-lane constants and compile-time step
-  // offsets: for row r = 8u + g (g < 8) and k = kw * K/KW + t * KL + 4c,
-  // Elem(r, k) == 8u * K + LaneBase(g, t, kw, (c / 2) & 1, c & 1) + StepOffset(c).
-  MXVAL_HD static constexpr int LaneBase(int g, int t, int kw, int a, int e) {
-    return g * K + 8 * Place(g, a * 4 * KW + 4 * kw + t) + 4 * (e ^ HalfFlip(g));
-  }
-  MXVAL_HD static constexpr int StepOffset(int c) { return 32 * KW * (c / 2 - (c / 2) % 2); }
-};
-
 }  // namespace gpu
 }  // namespace mxval
 

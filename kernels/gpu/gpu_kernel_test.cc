@@ -101,8 +101,14 @@ void CheckCase(const mxval_kernel* k, const TileConfig& c, const CaseSpec& spec)
                     << r->accuracy.reason;
 }
 
-// Whether a16wfp4_wgmma's shared memory (weight panel for all of K plus
-// the x ring) fits this config at this K; any other refusal fails the test.
+// The K a16wfp4_decode config is compiled for: every K without k-split
+// warps (num_warps = BLOCK_SIZE_N / 8); with KW of them K in {256, 512}
+// where K / KW is a multiple of 64.
+bool DecodeCompiledFor(const TileConfig& c, int64_t K) {
+  const int kw = c.num_warps / (c.block_n / 8);
+  return kw == 1 || (K >= 256 && K % (64 * kw) == 0);
+}
+
 // Arguments for can_implement checks only (never launched): B = 1, unit-stride
 // x rows, packed rows of K/2 bytes, head-major y; pointers at a 16-byte
 // aligned dummy.
@@ -116,6 +122,8 @@ mxval_gemm_args ShapeOnlyArgs(int64_t M, int64_t N, int64_t K) {
   return a;
 }
 
+// Whether a16wfp4_wgmma's shared memory (weight panel for all of K plus
+// the x ring) fits this config at this K; any other refusal fails the test.
 bool WgmmaFits(const mxval_kernel* k, const TileConfig& c, int64_t K) {
   const absl::Status st = CanImplement(*k, ShapeOnlyArgs(256, 512, K), c);
   if (st.ok()) return true;
@@ -165,8 +173,8 @@ TEST_F(GpuKernels, SeededShapesAgainstReference) {
     const bool decode = std::string(k->name) == "a16wfp4_decode";
     if (decode) {
       spec.shape.M = 1 + static_cast<int64_t>(rng() % (3 * c.block_m));  // up to three row tiles
-      // With k-split warps it is compiled for K in {256, 512}: give it V-up.
-      if (c.num_warps > c.block_n / 8 && spec.shape.K < 256) spec.shape = {spec.shape.B, spec.shape.M, 256, 512};
+      // With k-split warps it is compiled for K in {256, 512} (8 of them: 512): give it V-up.
+      if (!DecodeCompiledFor(c, spec.shape.K)) spec.shape = {spec.shape.B, spec.shape.M, 256, 512};
     }
     const bool wgmma = std::string(k->name) == "a16wfp4_wgmma";
     // Deep-ring and 256-column configs hold K <= 256 only (refusal checked in WgmmaKernel...).
@@ -264,12 +272,18 @@ TEST_F(GpuKernels, DecodeKernelEveryKAndBucket) {
   auto k = Library()->Find("a16wfp4_decode");
   ASSERT_TRUE(k.ok());
   std::mt19937_64 rng(7);
+  int checked = 0;
   for (int ci = 0; ci < (*k)->num_configs; ++ci) {
     const TileConfig c = FromAbi((*k)->configs[ci]);
-    const bool ksplit_warps = c.num_warps > c.block_n / 8;
     for (int64_t K : {128, 192, 256, 512})
       for (int64_t M : {int64_t{1}, int64_t{c.block_m / 2 + 1}, int64_t{c.block_m}, int64_t{2 * c.block_m + 3}}) {
-        if (ksplit_warps && K < 256) continue;  // refused (checked in RaggedKAndEveryConfigAtK192)
+        if (!DecodeCompiledFor(c, K)) {  // refused, with the reason
+          const absl::Status st = CanImplement(**k, ShapeOnlyArgs(M, 256, K), c);
+          EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.ToString() << " K=" << K;
+          EXPECT_NE(st.message().find("k-split warps"), std::string::npos) << st;
+          continue;
+        }
+        ++checked;
         CaseSpec spec;
         spec.shape = {16, M, K == 512 ? 256 : 512, K};
         spec.layout = (M + K) % 2 ? OutputLayout::kBatchMajor : OutputLayout::kHeadMajor;
@@ -281,6 +295,9 @@ TEST_F(GpuKernels, DecodeKernelEveryKAndBucket) {
         CheckCase(*k, c, spec);
       }
   }
+  // (config, K) pairs: 6 configs without k-split warps x 4 K, 12 with 2 or 4
+  // of them x 2 K, 6 with 8 of them x K = 512; four M each.
+  EXPECT_EQ(checked, 4 * (6 * 4 + 12 * 2 + 6 * 1));
   // Refusals: too many row tiles for the grid, an uncompiled K, split-K.
   mxval_gemm_args a = ShapeOnlyArgs(65535LL * 64 + 1, 64, 192);
   TileConfig c64;
@@ -306,48 +323,6 @@ TEST_F(GpuKernels, DecodeKernelEveryKAndBucket) {
 // several M tiles (the cp.async ring and the wgmma groups cross tile
 // boundaries), ragged last tiles, every K it takes, both layouts; then its
 // refusals, each naming what is wrong.
-// The swizzled x layout (decode configs with num_stages = 2) moves only
-// where x sits in shared memory: every product and the order of the sums
-// are the same, so its output must equal its padded twin's (num_stages = 1)
-// bit for bit, in both modes, across row tiles and ragged N. (Both are also
-// checked against the reference above.)
-TEST_F(GpuKernels, DecodeSwizzledXLayoutBitIdenticalToPadded) {
-  auto k = Library()->Find("a16wfp4_decode");
-  ASSERT_TRUE(k.ok());
-  std::mt19937_64 rng(11);
-  int twins = 0;
-  for (int ci = 0; ci < (*k)->num_configs; ++ci) {
-    const TileConfig sw = FromAbi((*k)->configs[ci]);
-    if (sw.num_stages != 2) continue;
-    TileConfig pad = sw;
-    pad.num_stages = 1;
-    const bool ksplit_warps = sw.num_warps > sw.block_n / 8;
-    for (int64_t K : {128, 192, 256, 512}) {
-      if (ksplit_warps && K < 256) continue;
-      for (auto mode : {ActivationMode::kBf16, ActivationMode::kMxfp4Even}) {
-        CaseSpec spec;
-        spec.shape = {4, 2 * sw.block_m + 5, K == 512 ? 200 : 456, K};  // ragged N, three row tiles
-        spec.strided_x = true;
-        spec.activations = mode;
-        spec.x_gen = *ParseGenerator("heavy-tail");
-        spec.seed = rng();
-        auto d = CaseData::Build(spec);
-        ASSERT_TRUE(d.ok()) << d.status();
-        auto mirror = DeviceCase::Upload(*Cuda(), *d);
-        ASSERT_TRUE(mirror.ok()) << mirror.status();
-        std::vector<uint16_t> y_sw(d->y_elems, 0x7FC1), y_pad(d->y_elems, 0x7FC2);
-        SCOPED_TRACE(testing::Message() << sw.ToString() << " K=" << K << " " << ActivationModeName(mode));
-        ASSERT_TRUE((*mirror)->Kernel(*k, sw)(*d, y_sw.data()).ok());
-        ASSERT_TRUE((*mirror)->Kernel(*k, pad)(*d, y_pad.data()).ok());
-        EXPECT_EQ(y_sw, y_pad);
-        ++twins;
-      }
-    }
-  }
-  // 6 S2 configs without k-split warps x 4 K + 6 with them x 2 K, 2 modes each.
-  EXPECT_EQ(twins, (6 * 4 + 6 * 2) * 2);
-}
-
 TEST_F(GpuKernels, WgmmaKernelEveryConfigAcrossTiles) {
   auto k = Library()->Find("a16wfp4_wgmma");
   ASSERT_TRUE(k.ok()) << k.status();

@@ -3,10 +3,7 @@
 // checks the result against the FP32 reference: the masking, dequantization,
 // in-tile re-quantization, split-K and store logic of the GPU path, tested
 // without a GPU.
-#include <algorithm>
 #include <cmath>
-#include <map>
-#include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -181,128 +178,6 @@ TEST(SimtEmulation, PrmtDequantIsExactForEveryByteAndScale) {
   EXPECT_EQ(t.lo1, 0xC0804000u);
   EXPECT_EQ(t.hi1, 0x40404040u);
   EXPECT_EQ(E2M1x8ViaTables(0x000000F8u, t).v[0], 0xC0C08000u);  // -0.0 low, -6 high
-}
-
-// The decode kernel's x tile layouts (a16wfp4_tile.h, DecodeXSwizzle) under
-// a model of Hopper's shared memory: 32 banks of 4 bytes; an 8-byte load is
-// served per half-warp, a 16-byte store per quarter-warp; a phase is
-// conflict-free when no bank sees two different words.
-int BankConflictDegree(const std::vector<int>& byte_addrs, int bytes_each) {
-  std::map<int, std::set<int>> words_by_bank;
-  for (int a : byte_addrs)
-    for (int w = a / 4; w < (a + bytes_each) / 4; ++w) words_by_bank[w % 32].insert(w);
-  size_t worst = 0;
-  for (const auto& [bank, words] : words_by_bank) worst = std::max(worst, words.size());
-  return static_cast<int>(worst);
-}
-
-// Lane (g, t) of k-split warp kw at mma step c reads x[r][k .. k + 3] with
-// k = kw * K/KW + t * KL + 4c, for rows r = 16i + g and r + 8.
-template <int K, int KW, typename ElemFn>
-int WorstReadConflict(ElemFn elem) {
-  constexpr int KL = K / KW / 4;
-  int worst = 0;
-  for (int kw = 0; kw < KW; ++kw)
-    for (int c = 0; c < KL / 4; ++c)
-      for (int i = 0; i < 4; ++i)
-        for (int hi = 0; hi < 2; ++hi)
-          for (int half = 0; half < 2; ++half) {
-            std::vector<int> addrs;
-            for (int lane = 16 * half; lane < 16 * half + 16; ++lane) {
-              const int g = lane / 4, t = lane % 4, r = 16 * i + g + 8 * hi;
-              const int k = kw * (K / KW) + t * KL + 4 * c;
-              addrs.push_back(2 * elem(r, k));
-            }
-            worst = std::max(worst, BankConflictDegree(addrs, 8));
-          }
-  return worst;
-}
-
-template <int K, int KW>
-void CheckDecodeXSwizzle() {
-  SCOPED_TRACE(testing::Message() << "K=" << K << " KW=" << KW);
-  using L = DecodeXSwizzle<K, KW>;
-  constexpr int C = L::kChunks, kRows = 64;
-  // A permutation of each row; slots and chunks are inverse maps.
-  for (int q = 0; q < C; ++q) EXPECT_EQ(L::ChunkOfSlot(L::SlotOfChunk(q)), q);
-  for (int r = 0; r < 8; ++r) {
-    std::set<int> seen;
-    for (int k = 0; k < K; ++k) seen.insert(L::Elem(r, k));
-    ASSERT_EQ(seen.size(), size_t{K});
-    EXPECT_EQ(*seen.begin(), r * K);
-    EXPECT_EQ(*seen.rbegin(), r * K + K - 1);
-  }
-  // The kernel's per-lane / per-step split of Elem.
-  constexpr int KL = K / KW / 4;
-  for (int r = 0; r < kRows; ++r)
-    for (int kw = 0; kw < KW; ++kw)
-      for (int t = 0; t < 4; ++t)
-        for (int c = 0; c < KL / 4; ++c) {
-          const int g = r % 8, k = kw * (K / KW) + t * KL + 4 * c;
-          ASSERT_EQ(L::Elem(r, k), (r - g) * K + L::LaneBase(g, t, kw, (c / 2) % 2, c % 2) + L::StepOffset(c))
-              << "r=" << r << " k=" << k;
-        }
-  // Each lane's 4 elements are contiguous and 8-byte aligned.
-  for (int r = 0; r < 4; ++r)
-    for (int k = 0; k < K; k += 4) {
-      EXPECT_EQ(L::Elem(r, k) % 4, 0);
-      for (int e = 1; e < 4; ++e) EXPECT_EQ(L::Elem(r, k + e), L::Elem(r, k) + e);
-    }
-  // Reads: the padded rows (num_stages = 1) conflict in every compiled
-  // (K, KW) -- the model sees it -- and the swizzle does not.
-  const int padded = WorstReadConflict<K, KW>([](int r, int k) { return r * (K + 8) + k; });
-  const int swizzled = WorstReadConflict<K, KW>([](int r, int k) { return L::Elem(r, k); });
-  EXPECT_GE(padded, 2);
-  EXPECT_EQ(swizzled, 1);
-  // Staging walks slots in order (slot i of the tile: row i / C, slot i % C),
-  // loading chunk ChunkOfSlot of that row from global memory and storing it
-  // at Place with its halves swapped on HalfFlip -- written out here as the
-  // kernel does it, independently of Elem.
-  std::vector<int> xg(kRows * K), xs(kRows * K, -1);
-  for (int i = 0; i < kRows * K; ++i) xg[i] = i;
-  for (int i = 0; i < kRows * C; ++i) {
-    const int r = i / C, P = i % C, q = L::ChunkOfSlot(P);
-    for (int h = 0; h < 2; ++h)
-      for (int e = 0; e < 4; ++e)
-        xs[r * K + 8 * L::Place(r, P) + 4 * (h ^ L::HalfFlip(r)) + e] = xg[r * K + 8 * q + 4 * h + e];
-  }
-  for (int r = 0; r < kRows; ++r)
-    for (int k = 0; k < K; ++k) ASSERT_EQ(xs[L::Elem(r, k)], xg[r * K + k]) << "r=" << r << " k=" << k;
-  // Staging stores: 8 consecutive slots (a quarter-warp) hit 8 bank groups.
-  for (int i0 = 0; i0 < kRows * C; i0 += 8) {
-    std::vector<int> addrs;
-    for (int i = i0; i < i0 + 8; ++i) addrs.push_back(16 * ((i / C) * C + L::Place(i / C, i % C)));
-    EXPECT_EQ(BankConflictDegree(addrs, 16), 1) << "slots " << i0;
-  }
-  // Staging loads: a warp's 32 16-byte loads cover whole 32-byte sectors of
-  // global x (rows K elements apart).
-  for (int i0 = 0; i0 < kRows * C; i0 += 32) {
-    std::map<int, int> bytes_in_sector;
-    for (int i = i0; i < i0 + 32 && i < kRows * C; ++i)
-      bytes_in_sector[((i / C) * K * 2 + 16 * L::ChunkOfSlot(i % C)) / 32] += 16;
-    for (const auto& [sector, bytes] : bytes_in_sector) EXPECT_EQ(bytes, 32) << "warp at slot " << i0;
-  }
-}
-
-TEST(DecodeXLayout, SwizzleIsConflictFreeForEveryCompiledKAndKSplit) {
-  CheckDecodeXSwizzle<128, 1>();
-  CheckDecodeXSwizzle<192, 1>();
-  CheckDecodeXSwizzle<256, 1>();
-  CheckDecodeXSwizzle<512, 1>();
-  CheckDecodeXSwizzle<256, 2>();
-  CheckDecodeXSwizzle<512, 2>();
-  CheckDecodeXSwizzle<256, 4>();
-  CheckDecodeXSwizzle<512, 4>();
-}
-
-// The conflict model can fail: a layout without the row XOR (rows 0 and 1 in
-// the same banks) conflicts.
-TEST(DecodeXLayout, ConflictModelSeesAMissingRowXor) {
-  using L = DecodeXSwizzle<512, 4>;
-  const int no_row_xor = WorstReadConflict<512, 4>([](int r, int k) {
-    return r * 512 + 8 * L::SlotOfChunk(k / 8) + 4 * (((k % 8) / 4) ^ L::HalfFlip(r)) + k % 4;
-  });
-  EXPECT_EQ(no_row_xor, 2);
 }
 
 }  // namespace
