@@ -1245,25 +1245,73 @@ __device__ __forceinline__ void RequantSwizzledGroup(uint8_t* stage, int r, int 
   }
 }
 
+// MXVAL_WGMMA_TRACE (a profiling build only, never the shipped library):
+// the TMA-fed kernel records per CTA, from thread 0, SM cycles (clock64) at
+// its phases: 0 entry, 1 barriers initialized, 2 weight panel built, 3 first
+// x chunk landed, 4 last chunk of the first tile landed, 5 first tile's MMAs
+// retired, 6 first tile's TMA store issued, 9 exit; 7 = (tiles << 32) | SM id,
+// 8 / 10 = global timer (ns) at entry / exit; inside the panel build 11 its
+// first loads issued, 12 its first weights back, 13 the last thread's
+// dequantization done (atomicMax over the CTA's threads). Read back through
+// mxval_wgmma_trace_copy (bench/wgmma_trace.py prints the timeline).
+#if defined(MXVAL_WGMMA_TRACE)
+constexpr int kTraceCtas = 4096, kTraceSlots = 14;
+__device__ unsigned long long g_wt_trace[kTraceCtas][kTraceSlots];
+__device__ __forceinline__ unsigned long long GlobalTimerNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define MXVAL_WT_MARK(slot, cond)                                                                      \
+  do {                                                                                                  \
+    const unsigned cta_ = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);               \
+    if ((cond) && cta_ < kTraceCtas) g_wt_trace[cta_][slot] = static_cast<unsigned long long>(clock64()); \
+  } while (0)
+#define MXVAL_WT_STAMP(slot, value, cond)                                                 \
+  do {                                                                                     \
+    const unsigned cta_ = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);  \
+    if ((cond) && cta_ < kTraceCtas) g_wt_trace[cta_][slot] = (value);                     \
+  } while (0)
+#else
+#define MXVAL_WT_MARK(slot, cond) \
+  do {                            \
+  } while (0)
+#define MXVAL_WT_STAMP(slot, value, cond) \
+  do {                                    \
+  } while (0)
+#endif
+
 // The CTA's weight panel: w[b, n0:n0+BN, 0:K] dequantized to bf16 into
 // `panel` (K/64 chunks of BN 128-byte-swizzled rows) through per-scale
 // prmt tables in registers (a16wfp4_tile.h), no shared-memory table. Ends
 // with a barrier of `nthreads` threads (the whole CTA) after an
 // async-proxy fence.
-template <int BN>
+template <int BN, typename AfterLoads>
 __device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, int64_t b, int64_t n0, int tid,
-                                           int nthreads) {
+                                           int nthreads, AfterLoads after_loads) {
   // One item = one 32-wide scale group of one column: 16 packed bytes and
   // one scale byte. kBatch items per thread are loaded before any is used,
   // so the panel costs about one memory latency per batch, not per item.
+  // after_loads() runs once, right after the first batch's loads are
+  // issued (the TMA kernel fills its x ring there, behind the weights).
+  // (A rolled dequantization loop, a conflict-free item order and an
+  // out-of-line exact path were measured no faster: BENCHMARKS.md, "Where a
+  // wgmma CTA's time goes".)
+  // Item i's (column, group) = (i / kg, i % kg) is walked incrementally
+  // (two divisions per thread, not two per item: the panel build is
+  // instruction-bound with only 9 warps per SM).
   constexpr int kBatch = 8;
   const int kg = static_cast<int>(p.K / 32), items = BN * kg;
-  for (int base = tid; base < items; base += nthreads * kBatch) {
+  const int dr = nthreads / kg, dg = nthreads % kg;
+  int rb = tid / kg, gb = tid % kg;  // item `base`
+  bool first = true;
+  for (int base = tid; base < items || first; base += nthreads * kBatch) {
     uint4 w[kBatch];
     uint8_t sc[kBatch];
+    int r = rb, g = gb;
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int i = base + u * nthreads, r = i / kg, g = i % kg;
+      const int i = base + u * nthreads;
       const int64_t n = n0 + r;
       w[u] = make_uint4(0, 0, 0, 0);
       sc[u] = 127;  // past N: code 0 with scale 2^0
@@ -1271,11 +1319,24 @@ __device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, 
         w[u] = *reinterpret_cast<const uint4*>(p.wp + b * p.wp_sb + n * p.wp_sn + g * 16);
         sc[u] = p.ws[b * p.ws_sb + n * p.ws_sn + g];  // g < K/32
       }
+      r += dr;
+      g += dg;
+      if (g >= kg) {
+        g -= kg;
+        ++r;
+      }
+    }
+    r = rb;
+    g = gb;
+    if (first) {
+      MXVAL_WT_MARK(11, tid == 0);
+      after_loads();
+      first = false;
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int i = base + u * nthreads, r = i / kg, g = i % kg;
-      if (i >= items) continue;
+      const int i = base + u * nthreads;
+      if (i >= items) break;
       uint8_t* dst = panel + (g / 2) * (BN * 128);
       const uint32_t words[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
       if (E2M1TablesCover(sc[u])) {
@@ -1288,8 +1349,23 @@ __device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, 
           *reinterpret_cast<U32x4*>(dst + Sw128(r, (g % 2) * 4 + q)) = DequantBytes8(words[q], sc[u], nullptr);
         }
       }
+      MXVAL_WT_MARK(12, tid == 0 && u == 0 && base == tid);  // after the first item's stores
+      r += dr;
+      g += dg;
+      if (g >= kg) {
+        g -= kg;
+        ++r;
+      }
     }
+    rb = r;
+    gb = g;
   }
+#if defined(MXVAL_WGMMA_TRACE)
+  {
+    const unsigned cta_ = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    if (cta_ < kTraceCtas) atomicMax(&g_wt_trace[cta_][13], static_cast<unsigned long long>(clock64()));
+  }
+#endif
   FenceProxyAsync();
   __syncthreads();
 }
@@ -1362,7 +1438,7 @@ __global__ void __launch_bounds__(WGS * 128) A16wfp4WgmmaKernel(GemmParams p, in
   for (int s = 0; s < D; ++s) issue(s);
 
   // The panel (ends with a barrier): visible to the tensor cores.
-  BuildPanel<BN>(p, panel, b, n0, tid, kThreads);
+  BuildPanel<BN>(p, panel, b, n0, tid, kThreads, [] {});
 
   // 2. Stream x chunks: step s is (tile s / nk, k chunk s % nk).
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
@@ -1516,7 +1592,7 @@ __device__ __forceinline__ void StageTileSw128(uint32_t out, const float (&acc)[
 template <int BM, int BN, int STAGES, bool MX, bool TS>
 __global__ void __launch_bounds__(288, 1)
     A16wfp4WgmmaTmaKernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap ymap,
-                          GemmParams p, int groups, int bufs, int pdl) {
+                          GemmParams p, int groups, int bufs, int flags) {
   using C = WtConfig<BM, BN, STAGES>;
   constexpr bool kPingPong = BM == 64;
   extern __shared__ uint4 wt_smem_raw[];
@@ -1533,6 +1609,14 @@ __global__ void __launch_bounds__(288, 1)
   const int64_t mtiles = (p.M + BM - 1) / BM;
   const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
   const int steps = my_tiles * nk;
+#if defined(MXVAL_WGMMA_TRACE)
+  MXVAL_WT_STAMP(8, GlobalTimerNs(), tid == 0);
+  MXVAL_WT_STAMP(13, 0ull, tid == 0);  // an atomicMax slot: reset before the barrier below
+  MXVAL_WT_MARK(0, tid == 0);
+  unsigned smid_;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid_));
+  MXVAL_WT_STAMP(7, (static_cast<unsigned long long>(my_tiles) << 32) | smid_, tid == 0);
+#endif
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       MbarInit(full + s, 1);
@@ -1557,8 +1641,20 @@ __global__ void __launch_bounds__(288, 1)
       for (int s = 0; s < STAGES && s < steps; ++s) load(s);
     }
   };
-  if (!pdl) fill_ring();
-  BuildPanel<BN>(p, panel, b, n0, tid, C::kThreads);
+  MXVAL_WT_MARK(1, tid == 0);
+  // The x ring is filled right after the producer thread's first weight
+  // loads are issued: at M <= 1024 the panel is most of a CTA's time, and
+  // its loads queued behind 64-128 KB of x copies (0.2-0.6 us per call).
+  // Flags bit 1 / bit 2 (MXVAL_WGMMA_RING=first / last): before the panel,
+  // or after all of it (both measured slower; kept for A/B runs). With PDL
+  // the ring waits for the previous kernel, after the panel.
+  const bool pdl = flags & 1, ring_first = flags & 2, ring_last = flags & 4;
+  if (!pdl && ring_first) fill_ring();
+  BuildPanel<BN>(p, panel, b, n0, tid, C::kThreads, [&] {
+    if (!pdl && !ring_first && !ring_last) fill_ring();
+  });
+  if (!pdl && ring_last) fill_ring();
+  MXVAL_WT_MARK(2, tid == 0);
   if (pdl) {
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the next kernel may start its panel
@@ -1585,6 +1681,8 @@ __global__ void __launch_bounds__(288, 1)
     for (int kc = 0; kc < nk; ++kc) {
       const int step = ti * nk + kc, st = step % STAGES;
       MbarWait(full + st, (step / STAGES) & 1);
+      MXVAL_WT_MARK(3, tid == 0 && step == 0);
+      MXVAL_WT_MARK(4, tid == 0 && step == nk - 1);
       if (MX) {
         // BM x 2 groups: one per thread of the consuming warpgroup(s).
         const int ct = kPingPong ? tid % 128 : tid;
@@ -1612,6 +1710,7 @@ __global__ void __launch_bounds__(288, 1)
         continue;
       }
       WgmmaWait<0>();
+      MXVAL_WT_MARK(5, tid == 0 && ti == 0);
       if (lane == 0) {
         if (pending >= 0) MbarArrive(empty + pending % STAGES);
         MbarArrive(empty + st);
@@ -1649,11 +1748,16 @@ __global__ void __launch_bounds__(288, 1)
         }
       }
       if (issuer) BulkCommit();
+      MXVAL_WT_MARK(6, tid == 0 && ti == 0);
       out_buf = bufs == 2 ? out_buf ^ 1 : 0;
     }
   }
   WgmmaWait<0>();
   if (TS && tid % 128 == 0) BulkWaitAll();  // shared memory must outlive the stores' reads
+#if defined(MXVAL_WGMMA_TRACE)
+  MXVAL_WT_MARK(9, tid == 0);
+  MXVAL_WT_STAMP(10, GlobalTimerNs(), tid == 0);
+#endif
 }
 
 // Compiled variants: (warpgroups along M, BN, stages). Up to STAGES - 2
@@ -1751,6 +1855,15 @@ bool EncodeBf16Map(TensorMapEncodeFn encode, CUtensorMap* map, const void* base,
 // The TMA variants store through shared memory and TMA (where a staging
 // area fits) unless MXVAL_WGMMA_STORE=direct (StoreTile's st.global from
 // registers), a knob kept to compare the two epilogues on one build.
+// MXVAL_WGMMA_RING=first | last: the x ring is filled before the weight
+// panel's loads are issued (the earlier order) or after the panel is built;
+// read on every call so that one process can time the orders (kernel flags
+// bit 1 / bit 2).
+int WtRingOrder() {
+  const char* v = getenv("MXVAL_WGMMA_RING");
+  if (v == nullptr) return 0;
+  return strcmp(v, "first") == 0 ? 2 : strcmp(v, "last") == 0 ? 4 : 0;
+}
 bool WtTmaStore() {
   const char* v = getenv("MXVAL_WGMMA_STORE");
   return v == nullptr || strcmp(v, "direct") != 0;
@@ -1869,7 +1982,7 @@ int32_t WgmmaRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err
       return 0;
     }
     tkernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(xmap, ymap, p, static_cast<int>(groups), bufs,
-                                                                          0);
+                                                                          WtRingOrder());
   }
   const cudaError_t le = cudaGetLastError();
   if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
@@ -1910,3 +2023,16 @@ int32_t DequantSelfTest(uint32_t* host_out, char* err, size_t len) {
 
 }  // namespace gpu
 }  // namespace mxval
+
+#if defined(MXVAL_WGMMA_TRACE) && defined(MXVAL_NVIDIA)
+// Copies (and then clears) the trace: `rows` x 11 u64, CTA-linear order.
+extern "C" __attribute__((visibility("default"))) int32_t mxval_wgmma_trace_copy(unsigned long long* host, int32_t rows) {
+  using mxval::gpu::g_wt_trace;
+  constexpr int kCtas = mxval::gpu::kTraceCtas, kSlots = mxval::gpu::kTraceSlots;
+  if (rows > kCtas) rows = kCtas;
+  const size_t bytes = sizeof(unsigned long long) * kSlots * rows;
+  if (cudaMemcpyFromSymbol(host, g_wt_trace, bytes) != cudaSuccess) return 1;
+  static unsigned long long zeros[kCtas][kSlots];
+  return cudaMemcpyToSymbol(g_wt_trace, zeros, sizeof(zeros)) == cudaSuccess ? 0 : 1;
+}
+#endif

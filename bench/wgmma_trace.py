@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Per-CTA timeline of a16wfp4_wgmma's TMA-fed kernel (a profiling build).
+
+Needs a kernel library compiled with -DMXVAL_WGMMA_TRACE (never the shipped
+one): scripts/build_wgmma_trace.sh builds it. The kernel then records, per
+CTA, SM cycles at its phases and the global timer at entry and exit; this
+script replays a CUDA graph of 20 calls on rotating input sets (as
+gpu_bench.py times them) and prints the last call's timeline:
+
+  skew     CTA entry relative to the first CTA's entry (launch spread)
+  init     entry -> mbarriers initialized (+ __syncthreads)
+  panel    -> weight panel dequantized into shared memory, split into
+    p.issue  its first loads issued (thread 0)
+    p.wait   thread 0's first item back and stored
+    p.deq    -> the last thread's dequantization done
+    p.sync   -> past the barrier (fence, __syncthreads)
+  x wait   -> first x chunk landed (TMA), after the panel
+  chunks   -> last chunk of the first tile landed
+  mma      -> first tile's MMAs retired
+  epi      -> first tile's TMA store issued
+  rest     -> exit (later tiles, then waiting for the stores)
+  span     last CTA exit - first CTA entry (global timer)
+
+Usage: python3 bench/wgmma_trace.py --lib /path/libmxval_cuda_kernels_trace.so
+           [--cases glm5-tp4/vup:256,dsv3-tp8/vup:64] [--config BM128_BN64_BK64_KS1_S8_W9]
+"""
+import argparse
+import ctypes as C
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import gpu_bench as gb  # noqa: E402
+
+SLOTS = 14
+PHASES = [("init", 0, 1), ("panel", 1, 2), ("p.issue", 1, 11), ("p.wait", 11, 12), ("p.deq", 12, 13),
+          ("p.sync", 13, 2), ("x wait", 2, 3), ("chunks", 3, 4), ("mma", 4, 5), ("epi", 5, 6),
+          ("rest", 6, 9)]
+
+
+def q(v, f):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(f * len(v)))]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--table", default=os.path.join(os.path.dirname(__file__), "..", "kernels", "configs", "sm_90a.json"))
+    ap.add_argument("--cases", default="dsv3-tp8/vup:64,dsv3-tp8/vup:256,glm5-tp4/vup:256,glm5-tp4/vup:1024,"
+                    "glm5-tp4/kup:256,dsv3-tp8/kup:256,glm5-tp4/kup:16384")
+    ap.add_argument("--config", default="", help="a16wfp4_wgmma config name instead of the table's")
+    ap.add_argument("--variants", default="",
+                    help="comma-separated NAME=VALUE environment settings, each case timed once per variant "
+                         "(an empty item = the environment as is), e.g. ',MXVAL_WGMMA_RING_FIRST=1'")
+    ap.add_argument("--out", default="wgmma_trace.json")
+    args = ap.parse_args()
+    lib, kernels = gb.load_kernels(args.lib)
+    copy = lib.mxval_wgmma_trace_copy
+    copy.argtypes, copy.restype = [C.POINTER(C.c_ulonglong), C.c_int32], C.c_int32
+    kernel, configs = kernels["a16wfp4_wgmma"]
+    ours = gb.Ours(kernel)
+    table = json.load(open(args.table))
+    shapes = {"%s/%s" % (s[0], s[1]): s for s in gb.SHAPES}
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(7)
+    results = []
+    buf = (C.c_ulonglong * (4096 * SLOTS))()
+    for case in args.cases.split(","):
+        name, m = case.split(":")
+        _, op, B, N, K, strided, bmaj = shapes[name]
+        M = int(m)
+        if args.config:
+            cfg = next(c for c in configs if str(c) == args.config)
+        else:
+            _, kname, cfg = gb.table_lookup(table, op, M, N, K)
+            if kname != "a16wfp4_wgmma":
+                cfg = next(c for c in configs if c.block_m == 128 and c.block_n == 64 and c.num_stages == 8 and c.num_warps == 9)
+        one = gb.Problem(op, B, M, N, K, strided, bmaj, gen)
+        nsets = max(2, min(16, -(-160 * 2**20 // one.min_bytes())))
+        probs = [one] + [gb.Problem(op, B, M, N, K, strided, bmaj, gen) for _ in range(nsets - 1)]
+        calls = [ours.call(p, cfg) for p in probs]
+        for variant in args.variants.split(",") if args.variants else [""]:
+            trace_one(copy, buf, calls, name, M, cfg, variant, results)
+        with open(args.out, "w") as f:
+            json.dump(results, f, separators=(",", ":"))
+
+
+def trace_one(copy, buf, calls, name, M, cfg, variant, results):
+    """Times the calls (graph replay) with `variant` set in the environment
+    (the kernel library reads its knobs per call), then prints the timeline
+    of the last call."""
+    k, v = variant.split("=", 1) if variant else (None, None)
+    saved = os.environ.get(k) if k else None
+    if k:
+        os.environ[k] = v
+    try:
+        t = gb.time_calls(calls, graph=True)
+        copy(buf, 0)  # clear: the timed replays overwrote it many times
+        t2 = gb.time_calls(calls, graph=True, reps=1)
+        torch.cuda.synchronize()
+        if copy(buf, 4096) != 0:
+            raise RuntimeError("mxval_wgmma_trace_copy failed")
+        rows = [list(buf[i * SLOTS:(i + 1) * SLOTS]) for i in range(4096)]
+        rows = [r for r in rows if r[8] != 0]
+        if not rows:
+            print("%s M=%d: no trace (not the TMA kernel?)" % (name, M))
+            return
+        ghz = statistics.median([(r[9] - r[0]) / max(1, r[10] - r[8]) for r in rows])
+        t0 = min(r[8] for r in rows)
+        span = (max(r[10] for r in rows) - t0) / 1e3
+        out = {"case": "%s:%d" % (name, M), "variant": variant, "config": str(cfg), "ctas": len(rows), "sms": len({r[7] & 0xffffffff for r in rows}),
+               "tiles_max": max(r[7] >> 32 for r in rows), "graph_us": t["median"], "graph_us_trace_run": t2["median"],
+               "ghz": ghz, "span_us": span, "phases": {}}
+        out["phases"]["skew"] = sorted((r[8] - t0) / 1e3 for r in rows)
+        for ph, a, b in PHASES:
+            out["phases"][ph] = sorted(round((r[b] - r[a]) / ghz / 1e3, 3) for r in rows if r[a] and r[b])
+        out["phases"]["total"] = sorted((r[9] - r[0]) / ghz / 1e3 for r in rows)
+        results.append(out)
+        print("%-18s M=%-5d %-28s %s ctas %4d on %3d SMs, tiles/CTA <= %d, %.2f GHz; graph %.2f us/call, span %.2f us"
+              % (name, M, cfg, variant or "(default)", out["ctas"], out["sms"], out["tiles_max"], ghz, t["median"], span))
+        print("    %-8s %8s %8s %8s %8s" % ("phase", "min", "median", "p90", "max"))
+        for ph in ["skew"] + [p[0] for p in PHASES] + ["total"]:
+            v = out["phases"][ph]
+            if v:
+                print("    %-8s %8.2f %8.2f %8.2f %8.2f" % (ph, v[0], q(v, 0.5), q(v, 0.9), v[-1]))
+        sys.stdout.flush()
+    finally:
+        if k and saved is None:
+            del os.environ[k]
+        elif k:
+            os.environ[k] = saved
+
+
+if __name__ == "__main__":
+    main()
