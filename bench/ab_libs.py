@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""A/B of two kernel libraries in one process: the table's config for each
+(shape, M), timed as gpu_bench.py times it (graph replay, rotating input
+sets), interleaved A, B, A, B so that drift hits both alike.
+
+Usage: python3 bench/ab_libs.py --a OLD.so --b NEW.so [--ms 256,1024,4096] [--rounds 2]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import gpu_bench as gb  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True)
+    ap.add_argument("--b", required=True)
+    ap.add_argument("--table", default=os.path.join(os.path.dirname(__file__), "..", "kernels", "configs", "sm_90a.json"))
+    ap.add_argument("--ms", default="256,1024,4096")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", default="ab_libs.json")
+    args = ap.parse_args()
+    libs = {"A": gb.load_kernels(args.a)[1], "B": gb.load_kernels(args.b)[1]}
+    table = json.load(open(args.table))
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(11)
+    rows = []
+    print("%-14s %5s %-30s %s" % ("shape", "M", "config", "  ".join("A%d     B%d    " % (i, i) for i in range(args.rounds))))
+    for (preset, op, B, N, K, strided, bmaj) in gb.SHAPES:
+        for M in [int(m) for m in args.ms.split(",")]:
+            _, kname, cfg = gb.table_lookup(table, op, M, N, K)
+            one = gb.Problem(op, B, M, N, K, strided, bmaj, gen)
+            nsets = max(2, min(16, -(-160 * 2**20 // one.min_bytes())))
+            probs = [one] + [gb.Problem(op, B, M, N, K, strided, bmaj, gen) for _ in range(nsets - 1)]
+            times = {"A": [], "B": []}
+            for _ in range(args.rounds):
+                for name in ("A", "B"):
+                    ours = gb.Ours(libs[name][kname][0])
+                    times[name].append(gb.time_calls([ours.call(p, cfg) for p in probs], graph=True)["median"])
+            rows.append({"shape": "%s/%s" % (preset, op), "M": M, "kernel": kname, "config": str(cfg), "A": times["A"],
+                         "B": times["B"], "B_over_A": statistics.median(times["B"]) / statistics.median(times["A"])})
+            print("%-14s %5d %-30s %s   B/A %.3f" % ("%s/%s" % (preset, op), M, "%s %s" % (kname[8:], cfg),
+                  "  ".join("%6.2f %6.2f" % (a, b) for a, b in zip(times["A"], times["B"])), rows[-1]["B_over_A"]))
+            sys.stdout.flush()
+            with open(args.out, "w") as f:
+                json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
