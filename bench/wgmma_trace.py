@@ -10,7 +10,8 @@ gpu_bench.py times them) and prints the last call's timeline:
   skew     CTA entry relative to the first CTA's entry (launch spread)
   init     entry -> mbarriers initialized (+ __syncthreads)
   panel    -> weight panel dequantized into shared memory, split into
-    p.issue  its first loads issued (thread 0)
+    p.entry  -> the panel function entered
+    p.issue  -> its first loads issued (thread 0)
     p.wait   thread 0's first item back and stored
     p.deq    -> the last thread's dequantization done
     p.sync   -> past the barrier (fence, __syncthreads)
@@ -36,8 +37,8 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import gpu_bench as gb  # noqa: E402
 
-SLOTS = 14
-PHASES = [("init", 0, 1), ("panel", 1, 2), ("p.issue", 1, 11), ("p.wait", 11, 12), ("p.deq", 12, 13),
+SLOTS = 15
+PHASES = [("init", 0, 1), ("panel", 1, 2), ("p.entry", 1, 14), ("p.issue", 14, 11), ("p.wait", 11, 12), ("p.deq", 12, 13),
           ("p.sync", 13, 2), ("x wait", 2, 3), ("chunks", 3, 4), ("mma", 4, 5), ("epi", 5, 6),
           ("rest", 6, 9)]
 

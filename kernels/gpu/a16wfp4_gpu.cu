@@ -1250,12 +1250,12 @@ __device__ __forceinline__ void RequantSwizzledGroup(uint8_t* stage, int r, int 
 // its phases: 0 entry, 1 barriers initialized, 2 weight panel built, 3 first
 // x chunk landed, 4 last chunk of the first tile landed, 5 first tile's MMAs
 // retired, 6 first tile's TMA store issued, 9 exit; 7 = (tiles << 32) | SM id,
-// 8 / 10 = global timer (ns) at entry / exit; inside the panel build 11 its
-// first loads issued, 12 its first weights back, 13 the last thread's
-// dequantization done (atomicMax over the CTA's threads). Read back through
+// 8 / 10 = global timer (ns) at entry / exit; inside the panel build 14 its
+// entry, 11 its first loads issued, 12 its first weights back, 13 the last
+// thread's dequantization done (atomicMax over the CTA's threads). Read back through
 // mxval_wgmma_trace_copy (bench/wgmma_trace.py prints the timeline).
 #if defined(MXVAL_WGMMA_TRACE)
-constexpr int kTraceCtas = 4096, kTraceSlots = 14;
+constexpr int kTraceCtas = 4096, kTraceSlots = 15;
 __device__ unsigned long long g_wt_trace[kTraceCtas][kTraceSlots];
 __device__ __forceinline__ unsigned long long GlobalTimerNs() {
   unsigned long long t;
@@ -1300,6 +1300,7 @@ __device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, 
   // Item i's (column, group) = (i / kg, i % kg) is walked incrementally
   // (two divisions per thread, not two per item: the panel build is
   // instruction-bound with only 9 warps per SM).
+  MXVAL_WT_MARK(14, tid == 0);
   constexpr int kBatch = 8;
   const int kg = static_cast<int>(p.K / 32), items = BN * kg;
   const int dr = nthreads / kg, dg = nthreads % kg;
