@@ -1262,15 +1262,18 @@ __device__ __forceinline__ unsigned long long GlobalTimerNs() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-#define MXVAL_WT_MARK(slot, cond)                                                                      \
-  do {                                                                                                  \
-    const unsigned cta_ = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);               \
-    if ((cond) && cta_ < kTraceCtas) g_wt_trace[cta_][slot] = static_cast<unsigned long long>(clock64()); \
+// The CTA's trace row (the grid's linear block index).
+__device__ __forceinline__ unsigned TraceCta() { return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); }
+#define MXVAL_WT_STAMP(slot, value, cond)                                          \
+  do {                                                                             \
+    if ((cond) && TraceCta() < kTraceCtas) g_wt_trace[TraceCta()][slot] = (value); \
   } while (0)
-#define MXVAL_WT_STAMP(slot, value, cond)                                                 \
-  do {                                                                                     \
-    const unsigned cta_ = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);  \
-    if ((cond) && cta_ < kTraceCtas) g_wt_trace[cta_][slot] = (value);                     \
+#define MXVAL_WT_MARK(slot, cond) MXVAL_WT_STAMP(slot, static_cast<unsigned long long>(clock64()), cond)
+// The latest clock64 over the threads that pass here.
+#define MXVAL_WT_MAX(slot)                                                                        \
+  do {                                                                                            \
+    const unsigned long long now_ = clock64();                                                    \
+    if (TraceCta() < kTraceCtas) atomicMax(&g_wt_trace[TraceCta()][slot], now_);                  \
   } while (0)
 #else
 #define MXVAL_WT_MARK(slot, cond) \
@@ -1278,6 +1281,9 @@ __device__ __forceinline__ unsigned long long GlobalTimerNs() {
   } while (0)
 #define MXVAL_WT_STAMP(slot, value, cond) \
   do {                                    \
+  } while (0)
+#define MXVAL_WT_MAX(slot) \
+  do {                     \
   } while (0)
 #endif
 
@@ -1305,6 +1311,14 @@ __device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, 
   const int kg = static_cast<int>(p.K / 32), items = BN * kg;
   const int dr = nthreads / kg, dg = nthreads % kg;
   int rb = tid / kg, gb = tid % kg;  // item `base`
+  auto advance = [&](int& r, int& g) {  // to the item nthreads further on
+    r += dr;
+    g += dg;
+    if (g >= kg) {
+      g -= kg;
+      ++r;
+    }
+  };
   bool first = true;
   for (int base = tid; base < items || first; base += nthreads * kBatch) {
     uint4 w[kBatch];
@@ -1320,12 +1334,7 @@ __device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, 
         w[u] = *reinterpret_cast<const uint4*>(p.wp + b * p.wp_sb + n * p.wp_sn + g * 16);
         sc[u] = p.ws[b * p.ws_sb + n * p.ws_sn + g];  // g < K/32
       }
-      r += dr;
-      g += dg;
-      if (g >= kg) {
-        g -= kg;
-        ++r;
-      }
+      advance(r, g);
     }
     r = rb;
     g = gb;
@@ -1351,22 +1360,12 @@ __device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, 
         }
       }
       MXVAL_WT_MARK(12, tid == 0 && u == 0 && base == tid);  // after the first item's stores
-      r += dr;
-      g += dg;
-      if (g >= kg) {
-        g -= kg;
-        ++r;
-      }
+      advance(r, g);
     }
     rb = r;
     gb = g;
   }
-#if defined(MXVAL_WGMMA_TRACE)
-  {
-    const unsigned cta_ = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    if (cta_ < kTraceCtas) atomicMax(&g_wt_trace[cta_][13], static_cast<unsigned long long>(clock64()));
-  }
-#endif
+  MXVAL_WT_MAX(13);
   FenceProxyAsync();
   __syncthreads();
 }
