@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""A/B of two kernel libraries in one process: the table's config for each
-(shape, M), timed as gpu_bench.py times it (graph replay, rotating input
-sets), interleaved A, B, A, B so that drift hits both alike.
+"""A/B of two kernel libraries (or of one library under two settings of its
+environment knobs) in one process: the table's config for each (shape, M),
+timed as gpu_bench.py times it (graph replay, rotating input sets),
+interleaved A, B, A, B so that drift hits both alike.
 
-Usage: python3 bench/ab_libs.py --a OLD.so --b NEW.so [--ms 256,1024,4096] [--rounds 2]
+Usage: python3 bench/ab_libs.py --a OLD.so [--b NEW.so] [--env-a K=V,...] [--env-b K=V,...]
+                                [--ms 256,1024,4096] [--rounds 2]
+--b defaults to --a; --env-a / --env-b are set while that side's calls are
+captured (the kernels read their A/B knobs, e.g. MXVAL_WGMMA_PANEL, per call).
 """
 import argparse
 import json
@@ -20,13 +24,19 @@ import gpu_bench as gb  # noqa: E402
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--a", required=True)
-    ap.add_argument("--b", required=True)
+    ap.add_argument("--b", default=None)
+    ap.add_argument("--env-a", default="")
+    ap.add_argument("--env-b", default="")
     ap.add_argument("--table", default=os.path.join(os.path.dirname(__file__), "..", "kernels", "configs", "sm_90a.json"))
     ap.add_argument("--ms", default="256,1024,4096")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", default="ab_libs.json")
     args = ap.parse_args()
-    libs = {"A": gb.load_kernels(args.a)[1], "B": gb.load_kernels(args.b)[1]}
+    libs = {"A": gb.load_kernels(args.a)[1]}
+    libs["B"] = libs["A"] if args.b is None or args.b == args.a else gb.load_kernels(args.b)[1]
+    envs = {"A": dict(kv.split("=", 1) for kv in args.env_a.split(",") if kv),
+            "B": dict(kv.split("=", 1) for kv in args.env_b.split(",") if kv)}
+    print("A = %s %s, B = %s %s" % (args.a, envs["A"], args.b or args.a, envs["B"]))
     table = json.load(open(args.table))
     gen = torch.Generator(device="cuda")
     gen.manual_seed(11)
@@ -42,7 +52,16 @@ def main():
             for _ in range(args.rounds):
                 for name in ("A", "B"):
                     ours = gb.Ours(libs[name][kname][0])
-                    times[name].append(gb.time_calls([ours.call(p, cfg) for p in probs], graph=True)["median"])
+                    saved = {k: os.environ.get(k) for k in envs[name]}
+                    os.environ.update(envs[name])
+                    try:
+                        times[name].append(gb.time_calls([ours.call(p, cfg) for p in probs], graph=True)["median"])
+                    finally:
+                        for k, v in saved.items():
+                            if v is None:
+                                os.environ.pop(k, None)
+                            else:
+                                os.environ[k] = v
             rows.append({"shape": "%s/%s" % (preset, op), "M": M, "kernel": kname, "config": str(cfg), "A": times["A"],
                          "B": times["B"], "B_over_A": statistics.median(times["B"]) / statistics.median(times["A"])})
             print("%-14s %5d %-30s %s   B/A %.3f" % ("%s/%s" % (preset, op), M, "%s %s" % (kname[8:], cfg),

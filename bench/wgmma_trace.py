@@ -40,7 +40,7 @@ import gpu_bench as gb  # noqa: E402
 SLOTS = 15
 PHASES = [("init", 0, 1), ("panel", 1, 2), ("p.entry", 1, 14), ("p.issue", 14, 11), ("p.wait", 11, 12), ("p.deq", 12, 13),
           ("p.sync", 13, 2), ("x wait", 2, 3), ("chunks", 3, 4), ("mma", 4, 5), ("epi", 5, 6),
-          ("rest", 6, 9)]
+          ("rest", 6, 9), ("1st tile", 1, 5)]
 
 
 def q(v, f):
