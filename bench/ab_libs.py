@@ -7,7 +7,7 @@ interleaved A, B, A, B so that drift hits both alike.
 Usage: python3 bench/ab_libs.py --a OLD.so [--b NEW.so] [--env-a K=V,...] [--env-b K=V,...]
                                 [--ms 256,1024,4096] [--rounds 2]
 --b defaults to --a; --env-a / --env-b are set while that side's calls are
-captured (the kernels read their A/B knobs, e.g. MXVAL_WGMMA_PANEL, per call).
+captured (the kernels read their A/B knobs, e.g. MXVAL_WGMMA_RING, per call).
 """
 import argparse
 import json
@@ -34,8 +34,7 @@ def main():
     args = ap.parse_args()
     libs = {"A": gb.load_kernels(args.a)[1]}
     libs["B"] = libs["A"] if args.b is None or args.b == args.a else gb.load_kernels(args.b)[1]
-    envs = {"A": dict(kv.split("=", 1) for kv in args.env_a.split(",") if kv),
-            "B": dict(kv.split("=", 1) for kv in args.env_b.split(",") if kv)}
+    envs = {"A": gb.parse_settings(args.env_a), "B": gb.parse_settings(args.env_b)}
     print("A = %s %s, B = %s %s" % (args.a, envs["A"], args.b or args.a, envs["B"]))
     table = json.load(open(args.table))
     gen = torch.Generator(device="cuda")
@@ -52,16 +51,8 @@ def main():
             for _ in range(args.rounds):
                 for name in ("A", "B"):
                     ours = gb.Ours(libs[name][kname][0])
-                    saved = {k: os.environ.get(k) for k in envs[name]}
-                    os.environ.update(envs[name])
-                    try:
+                    with gb.environment(envs[name]):
                         times[name].append(gb.time_calls([ours.call(p, cfg) for p in probs], graph=True)["median"])
-                    finally:
-                        for k, v in saved.items():
-                            if v is None:
-                                os.environ.pop(k, None)
-                            else:
-                                os.environ[k] = v
             rows.append({"shape": "%s/%s" % (preset, op), "M": M, "kernel": kname, "config": str(cfg), "A": times["A"],
                          "B": times["B"], "B_over_A": statistics.median(times["B"]) / statistics.median(times["A"])})
             print("%-14s %5d %-30s %s   B/A %.3f" % ("%s/%s" % (preset, op), M, "%s %s" % (kname[8:], cfg),

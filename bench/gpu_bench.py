@@ -18,6 +18,7 @@ measured copy bandwidth), both measured on this device first.
 Usage: python3 bench/gpu_bench.py --lib build-gpu/lib/libmxval_cuda_kernels.so --out results.json
 """
 import argparse
+import contextlib
 import ctypes as C
 import json
 import math
@@ -233,6 +234,28 @@ def pct(v, q):
 
 def stats(v):
     return {"median": statistics.median(v), "p10": pct(v, 0.1), "p90": pct(v, 0.9)}
+
+
+@contextlib.contextmanager
+def environment(settings):
+    """Sets `settings` (name -> value) in os.environ for the block, then puts
+    back what was there: the kernel libraries read their A/B knobs per call
+    (captured into the CUDA graph at capture time)."""
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def parse_settings(text):
+    """'A=1,B=x' -> {'A': '1', 'B': 'x'}; empty items are skipped."""
+    return dict(kv.split("=", 1) for kv in text.split(",") if kv)
 
 
 def time_calls(calls, graph, inner=20, reps=25):

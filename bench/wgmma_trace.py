@@ -57,7 +57,7 @@ def main():
     ap.add_argument("--config", default="", help="a16wfp4_wgmma config name instead of the table's")
     ap.add_argument("--variants", default="",
                     help="comma-separated NAME=VALUE environment settings, each case timed once per variant "
-                         "(an empty item = the environment as is), e.g. ',MXVAL_WGMMA_RING_FIRST=1'")
+                         "(an empty item = the environment as is), e.g. ',MXVAL_WGMMA_RING=first'")
     ap.add_argument("--out", default="wgmma_trace.json")
     args = ap.parse_args()
     lib, kernels = gb.load_kernels(args.lib)
@@ -95,11 +95,7 @@ def trace_one(copy, buf, calls, name, M, cfg, variant, results):
     """Times the calls (graph replay) with `variant` set in the environment
     (the kernel library reads its knobs per call), then prints the timeline
     of the last call."""
-    k, v = variant.split("=", 1) if variant else (None, None)
-    saved = os.environ.get(k) if k else None
-    if k:
-        os.environ[k] = v
-    try:
+    with gb.environment(gb.parse_settings(variant)):
         t = gb.time_calls(calls, graph=True)
         copy(buf, 0)  # clear: the timed replays overwrote it many times
         t2 = gb.time_calls(calls, graph=True, reps=1)
@@ -130,11 +126,6 @@ def trace_one(copy, buf, calls, name, M, cfg, variant, results):
             if v:
                 print("    %-8s %8.2f %8.2f %8.2f %8.2f" % (ph, v[0], q(v, 0.5), q(v, 0.9), v[-1]))
         sys.stdout.flush()
-    finally:
-        if k and saved is None:
-            del os.environ[k]
-        elif k:
-            os.environ[k] = saved
 
 
 if __name__ == "__main__":
