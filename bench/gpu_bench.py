@@ -333,7 +333,7 @@ def main():
     ap.add_argument("--ms", default="1,4,16,64,256,1024,4096,8192,16384")
     ap.add_argument("--shapes", default="all")
     ap.add_argument("--no-sweep", action="store_true", help="skip timing every compiled config")
-    ap.add_argument("--sweep-kernels", default="a16wfp4_tc,a16wfp4_tc_panel,a16wfp4_decode,a16wfp4_wgmma",
+    ap.add_argument("--sweep-kernels", default="a16wfp4_tc,a16wfp4_tc_panel,a16wfp4_decode,a16wfp4_wgmma,a16wfp4_wgmma_rs",
                     help="kernels whose compiled configs the sweep times")
     ap.add_argument("--sweep-match", default="",
                     help="time only the swept configs whose tagged name (e.g. D:BM64_BN16_BK64_KS1_S2_W8) matches this regex")
@@ -344,7 +344,7 @@ def main():
     _lib, kernels = load_kernels(args.lib)
     ours_by_name = {name: Ours(k) for name, (k, _) in kernels.items()}
     sweep = [(name, c) for name in args.sweep_kernels.split(",") if name in kernels for c in kernels[name][1]]
-    tag = {"a16wfp4_tc_panel": "P:", "a16wfp4_decode": "D:", "a16wfp4_wgmma": "W:"}
+    tag = {"a16wfp4_tc_panel": "P:", "a16wfp4_decode": "D:", "a16wfp4_wgmma": "W:", "a16wfp4_wgmma_rs": "R:"}
     table = json.load(open(args.table))
     if args.only_mxval:
         gen = torch.Generator(device="cuda")
@@ -403,7 +403,7 @@ def main():
             if not args.no_sweep:
                 best, timed = None, []
                 for kn, c in sweep:
-                    if (kn.endswith("panel") and M < 256) or (kn.endswith("wgmma") and M < 64):
+                    if (kn.endswith("panel") and M < 256) or ("wgmma" in kn and M < 64):
                         continue
                     if kn.endswith("decode") and M > 256:
                         continue

@@ -18,6 +18,10 @@
 //                 panel dequantized once per CTA into swizzled shared memory,
 //                 x through a cp.async or TMA-fed ring, output through TMA
 //                 stores (TMA-fed variants); see below.
+//   a16wfp4_wgmma_rs  M > 64 (NVIDIA sm_90a): y^T = w x^T, the weights
+//                 dequantized once per CTA into wgmma A fragments in
+//                 registers, x the shared-memory operand through a TMA ring,
+//                 the transposed tile stored by TMA; see below.
 //   reduce        split-K: sums the FP32 partials in split order, rounds.
 // Per-CTA flow (a16wfp4_tile.h): load x and packed w tiles, dequantize the w
 // tile to bf16 in smem once (reused by every row of the CTA), re-quantize x
@@ -620,14 +624,17 @@ struct TcEntry {
 const TcEntry kTcEntries[] = {MXVAL_TC_CONFIGS(MXVAL_TC_ENTRY)};
 constexpr int kNumTc = sizeof(kTcEntries) / sizeof(kTcEntries[0]);
 
-// The compiled entry matching (BM, BN, BK, num_stages, num_warps), or null.
+// Whether a compiled config is c: (BM, BN, BK, num_stages, num_warps) match
+// (NUM_KSPLIT is checked by each kernel).
+bool SameConfig(const mxval_tile_config& a, const mxval_tile_config* c) {
+  return a.block_m == c->block_m && a.block_n == c->block_n && a.block_k == c->block_k &&
+         a.num_stages == c->num_stages && a.num_warps == c->num_warps;
+}
+// The compiled entry matching c, or null.
 template <typename Entry, size_t N>
 const Entry* FindEntry(const Entry (&entries)[N], const mxval_tile_config* c) {
   for (const Entry& e : entries) {
-    if (e.config.block_m == c->block_m && e.config.block_n == c->block_n && e.config.block_k == c->block_k &&
-        e.config.num_stages == c->num_stages && e.config.num_warps == c->num_warps) {
-      return &e;
-    }
+    if (SameConfig(e.config, c)) return &e;
   }
   return nullptr;
 }
@@ -1760,6 +1767,244 @@ __global__ void __launch_bounds__(288, 1)
 #endif
 }
 
+// ---- Register-sourced weights ("a16wfp4_wgmma_rs", sm_90a): y^T = w x^T.
+// The operands trade places. A consumer warpgroup owns 64 weight rows (N)
+// and keeps them, dequantized once, for the CTA's whole life as wgmma's A
+// operand in registers (K/4 words per thread: all of K, so K is a template
+// parameter); x streams through the TMA ring as the B operand (BM rows of
+// M per stage, K-major, the same 128-byte-swizzled (BM x 64) chunks as
+// a16wfp4_wgmma's), and each k16 step is one wgmma.m64nBMk16. No weight
+// panel goes through shared memory (no stores, no fence, no CTA barrier
+// before the first MMA), and shared memory feeds only x: 2 KB per
+// 64 x 64 x 16 MMA at BM = 64 against a16wfp4_wgmma's 4 KB at BN = 64.
+// A thread's A fragment holds the k pair (2t, 2t + 1) of every 8-wide k
+// chunk (t = lane % 4): byte t of each packed word. It reads its row's
+// 32-k group (16 bytes, shared by the quad) whole from the warpgroup's
+// rows staged in shared memory, gathers byte t of the four words into one
+// word (three byte permutes), and the prmt tables turn
+// that word into the row's four A words of the group (two k16 steps x two
+// 8-k halves). The accumulator (64 n x BM m) is staged transposed with
+// stmatrix.trans into a 128-byte-swizzled (BM x 64 n) box and stored by
+// TMA. Rows past N load as zeros and are clipped by the copy engine, as are
+// rows past M (read as zeros by the x copies).
+__device__ __forceinline__ void StmatrixTrans4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
+// One warp's 16 accumulator rows (n = 16 warp + 0..15) of a 64 x BM tile
+// into `out` as its transpose: BM rows (m) of 64 n (128 bytes, swizzled).
+// A fragment 8 x 8 block (8 n x 8 m) is one stmatrix matrix; .trans stores
+// it as 8 m rows of 8 n, i.e. one 16-byte chunk c = 2 warp + h of 8
+// consecutive rows. Lane l addresses row l % 8 of matrix l / 8; the eight
+// rows of a matrix land in eight different 16-byte bank groups.
+template <int BM>
+__device__ __forceinline__ void StageTileTransSw128(uint32_t out, const float (&acc)[BM / 2], int warp, int lane) {
+  const int q = lane / 8, c = 2 * warp + q % 2;
+#pragma unroll
+  for (int j = 0; j < BM / 8; j += 2) {
+    const int m = 8 * (j + q / 2) + lane % 8;
+    StmatrixTrans4(out + Sw128(m, c), CvtBf16x2(acc[4 * j], acc[4 * j + 1]), CvtBf16x2(acc[4 * j + 2], acc[4 * j + 3]),
+                   CvtBf16x2(acc[4 * j + 4], acc[4 * j + 5]), CvtBf16x2(acc[4 * j + 6], acc[4 * j + 7]));
+  }
+}
+
+// BM: x rows per tile (wgmma N); WGS: consumer warpgroups (64 weight rows
+// each, all on the same x tile); the kernel's MINB: CTAs per SM the
+// registers are budgeted for. One consumer warpgroup comes with a producer warp (160
+// threads, up to 255 registers each); two come with a producer warpgroup
+// (384 threads, 168 registers each at entry) that hands registers over with
+// setmaxnreg: 40 for the producer, 232 for each consumer (40 + 2 x 232 =
+// 3 x 168), so two warpgroups can each hold K = 512 of A fragments and a
+// 64 x 128 accumulator, sharing every x chunk (x is read from L2 half as
+// often as with 64 weight rows per CTA).
+template <int WGS>
+constexpr int RsThreads() {
+  return WGS == 1 ? 160 : 384;
+}
+template <int BM, int WGS, int STAGES, int K>
+struct RsConfig {
+  // kWPitch: a staged weight row (K/2 bytes) plus 16, so the eight rows a
+  // warp reads at once fall in eight different 16-byte bank groups.
+  static constexpr int kXStage = BM * 128, kOut = BM * 128, kWPitch = K / 2 + 16;
+  static size_t Smem(int bufs) {
+    return 1024 + size_t{STAGES} * kXStage + static_cast<size_t>(bufs) * WGS * kOut + size_t{WGS} * 64 * kWPitch +
+           2 * STAGES * sizeof(uint64_t);
+  }
+  static_assert(BM % 64 == 0 && BM <= 256 && STAGES >= 2, "wgmma N and TMA box limits");
+  static_assert(WGS == 1 || WGS == 2, "one consumer warpgroup with a producer warp, or two with a producer warpgroup");
+};
+
+template <int BM, int WGS, int K, int STAGES, bool MX, int MINB>
+__global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
+    A16wfp4WgmmaRsKernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap ymap,
+                         GemmParams p, int groups, int bufs, int flags) {
+  using C = RsConfig<BM, WGS, STAGES, K>;
+  constexpr int kConsumers = 128 * WGS, kNk = K / 64, kG = K / 32;
+  static_assert(K % 64 == 0 && K <= 512, "K is held in registers, in 64-wide x chunks");
+  extern __shared__ uint4 rs_smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(rs_smem_raw);
+  smem += ((SmemAddr(smem) + 1023u) & ~1023u) - SmemAddr(smem);
+  uint8_t* xs = smem;
+  uint8_t* ystage = xs + STAGES * C::kXStage;
+  uint8_t* wstage = ystage + bufs * WGS * C::kOut;  // WGS x 64 staged weight rows
+  uint64_t* full = reinterpret_cast<uint64_t*>(wstage + WGS * 64 * C::kWPitch);
+  uint64_t* empty = full + STAGES;
+  const int tid = threadIdx.x, lane = tid % 32;
+  const int64_t b = blockIdx.z, n0 = static_cast<int64_t>(blockIdx.x) * (64 * WGS);
+  const int64_t mtiles = (p.M + BM - 1) / BM;
+  const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
+  const int steps = my_tiles * kNk;
+  const bool pdl = flags & 1;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      MbarInit(full + s, 1);
+      MbarInit(empty + s, 4 * WGS);  // one arrival per consuming warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (tid >= kConsumers) {  // the producer warp(group): one thread runs the x ring
+    if (WGS == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid == kConsumers) {
+      // With programmatic dependent launch, x (maybe the previous kernel's
+      // output) is read only once that kernel has finished.
+      if (pdl) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+      for (int step = 0; step < steps; ++step) {
+        const int st = step % STAGES;
+        if (step >= STAGES) MbarWait(empty + st, ((step / STAGES) & 1) ^ 1);
+        const int m0 = static_cast<int>((blockIdx.y + static_cast<int64_t>(step / kNk) * groups) * BM);
+        MbarExpectTx(full + st, C::kXStage);
+        TmaLoad3d(xs + st * C::kXStage, &xmap, (step % kNk) * 64, m0, static_cast<int>(b), full + st);
+      }
+    }
+    return;
+  }
+
+  if (WGS == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  // 1. This thread's A fragments for all of K (rows r and r + 8 of the
+  //    warpgroup's 64). The warpgroup's packed rows are copied into shared
+  //    memory first (cp.async, each byte once, rows past N zero-filled), so
+  //    no loads hold registers in flight (16-byte loads straight into
+  //    registers held 4 x K/16 of them next to the K/4 of A; they measured
+  //    the same speed, BENCHMARKS.md). Scale groups past K/32 are never read.
+  const int wg = tid / 128, warp = (tid % 128) / 32, t = lane % 4, wtid = tid % 128;
+  uint8_t* wrows = wstage + wg * 64 * C::kWPitch;
+#pragma unroll
+  for (int u = 0; u < (64 * kG + 127) / 128; ++u) {
+    const int i = wtid + 128 * u, r = i / kG, gi = i % kG;
+    const int64_t n = n0 + 64 * wg + r;
+    const bool ok = i < 64 * kG && n < p.N;
+    if (i < 64 * kG) {
+      CpAsync16(wrows + r * C::kWPitch + 16 * gi, ok ? p.wp + b * p.wp_sb + n * p.wp_sn + 16 * gi : p.wp, ok ? 16 : 0);
+    }
+  }
+  CpAsyncCommit();
+  uint32_t wa[K / 16][4];
+  {
+    const int r0 = 16 * warp + lane / 4;
+    uint32_t sc[2][kG];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t n = n0 + 64 * wg + r0 + 8 * h;
+      const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn;
+#pragma unroll
+      for (int gi = 0; gi < kG; ++gi) sc[h][gi] = n < p.N ? srow[gi] : 127u;  // past N: code 0 with scale 2^0
+    }
+    CpAsyncWait<0>();
+    NamedBarrier(2 + wg, 128);
+    const uint32_t sel = static_cast<uint32_t>(t) | static_cast<uint32_t>(t + 4) << 4;  // byte t of each word
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int gi = 0; gi < kG; ++gi) {
+        const uint4 v = *reinterpret_cast<const uint4*>(wrows + (r0 + 8 * h) * C::kWPitch + 16 * gi);
+        const uint32_t word = BytePerm(BytePerm(v.x, v.y, sel), BytePerm(v.z, v.w, sel), 0x5410u);
+        const U32x4 d = E2M1TablesCover(sc[h][gi]) ? E2M1x8ViaTables(word, MakeE2M1Tables(sc[h][gi]))
+                                                   : DequantBytes8(word, static_cast<uint8_t>(sc[h][gi]), nullptr);
+        // 8-k chunk c of the group: k16 step 2 gi + c / 2, half c % 2.
+        wa[2 * gi][h] = d.v[0];
+        wa[2 * gi][2 + h] = d.v[1];
+        wa[2 * gi + 1][h] = d.v[2];
+        wa[2 * gi + 1][2 + h] = d.v[3];
+      }
+  }
+  if (pdl) {  // y may be read by the kernel before this one: store only after it finished
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  }
+
+  // 2. The tiles: one wgmma group per x chunk, one group left in flight
+  //    across chunks; a stage is released once the group reading it retired.
+  const uint32_t xs_addr = SmemAddr(xs);
+  float acc[BM / 2];
+#pragma unroll
+  for (int i = 0; i < BM / 2; ++i) acc[i] = 0.f;
+  int pending = -1, out_buf = 0;
+  for (int ti = 0; ti < my_tiles; ++ti) {
+#pragma unroll
+    for (int kc = 0; kc < kNk; ++kc) {
+      const int step = ti * kNk + kc, st = step % STAGES;
+      MbarWait(full + st, (step / STAGES) & 1);
+      if (MX) {  // each of the stage's BM x 2 groups re-quantized by one consumer thread
+        for (int q = tid; q < BM * 2; q += kConsumers) RequantSwizzledGroup(xs + st * C::kXStage, q / 2, q % 2);
+        FenceProxyAsync();
+        NamedBarrier(1, kConsumers);
+      }
+      const uint32_t x_base = xs_addr + st * C::kXStage;
+      FenceRegs(acc);
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        WgmmaRs<BM>::Mma(acc, wa[4 * kc + kk], SmemDescSw128(x_base + kk * 32), kc > 0 || kk > 0);
+      }
+      WgmmaCommit();
+      if (kc != kNk - 1) {
+        WgmmaWait<1>();
+        if (pending >= 0 && lane == 0) MbarArrive(empty + pending % STAGES);
+        pending = step;
+        continue;
+      }
+      WgmmaWait<0>();
+      if (lane == 0) {
+        if (pending >= 0) MbarArrive(empty + pending % STAGES);
+        MbarArrive(empty + st);
+      }
+      pending = -1;
+      FenceRegs(acc);
+      // The staging area used `bufs` tiles ago must have been read by its
+      // store (the issuing thread waits, the warpgroup syncs); the tile goes
+      // in, is made visible to the async proxy, and one thread sends it.
+      const int64_t m0 = (blockIdx.y + static_cast<int64_t>(ti) * groups) * BM;
+      const bool issuer = tid % 128 == 0;
+      if (issuer) {
+        if (bufs == 2) {
+          BulkWaitRead<1>();
+        } else {
+          BulkWaitRead<0>();
+        }
+      }
+      NamedBarrier(2 + wg, 128);
+      const int slot = out_buf * WGS + wg;
+      StageTileTransSw128<BM>(SmemAddr(ystage) + slot * C::kOut, acc, warp, lane);
+      FenceProxyAsync();
+      NamedBarrier(2 + wg, 128);
+      if (issuer) {
+        if (n0 + 64 * wg < p.N) {
+          TmaStore3d(&ymap, ystage + slot * C::kOut, static_cast<int>(n0) + 64 * wg, static_cast<int>(m0),
+                     static_cast<int>(b));
+        }
+        BulkCommit();
+      }
+      out_buf = bufs == 2 ? out_buf ^ 1 : 0;
+    }
+  }
+  WgmmaWait<0>();
+  if (tid % 128 == 0) BulkWaitAll();  // shared memory must outlive the stores' reads
+}
+
 // Compiled variants: (warpgroups along M, BN, stages). Up to STAGES - 2
 // chunks are in flight per CTA; the deep rings (8-12 stages) were added
 // on the guess that latency set the rate, and measured no faster
@@ -1812,6 +2057,60 @@ struct WtEntry {
 const WtEntry kWtEntries[] = {MXVAL_WT_CONFIGS(MXVAL_WT_ENTRY)};
 #undef MXVAL_WT_ENTRY
 constexpr int kNumWt = sizeof(kWtEntries) / sizeof(kWtEntries[0]);
+
+// Register-sourced variants: (BM, consumer warpgroups, stages, CTAs per SM
+// budgeted, K). num_warps = 5 (one consumer warpgroup and the producer
+// warp) or 12 (two and the producer warpgroup), BLOCK_SIZE_N = 64 x
+// consumer warpgroups. Every one is compiled for K in {128, 192, 256, 512}
+// (A fragments: K/4 registers; accumulators: BM/2; budgets of 232 and 255
+// registers, 168 for two 160-thread CTAs per SM, so the 64-row variant
+// runs one CTA per SM at K = 512). The rings are deep: with 4 stages (half
+// a K = 512 tile) GLM-5 V-up M = 16384 took 141 us, with 8 122 us
+// (BENCHMARKS.md, "Register-sourced weights").
+#define MXVAL_RS_K(X, BM, WGS, ST, MINB, MINB512) \
+  X(BM, WGS, ST, MINB, 128) X(BM, WGS, ST, MINB, 192) X(BM, WGS, ST, MINB, 256) X(BM, WGS, ST, MINB512, 512)
+#define MXVAL_RS_CONFIGS(X) MXVAL_RS_K(X, 128, 2, 8, 1, 1) MXVAL_RS_K(X, 128, 1, 8, 1, 1) MXVAL_RS_K(X, 64, 1, 10, 2, 1)
+struct RsEntry {
+  mxval_tile_config config;
+  int K;
+  size_t (*smem)(int bufs);
+  WtKernel kernel[2];  // [mxfp4-even]
+};
+#define MXVAL_RS_ENTRY(BM, WGS, ST, MINB, K)                                               \
+  {{BM, 64 * WGS, 64, 1, ST, RsThreads<WGS>() / 32},                                        \
+   K,                                                                                      \
+   RsConfig<BM, WGS, ST, K>::Smem,                                                            \
+   {A16wfp4WgmmaRsKernel<BM, WGS, K, ST, false, MINB>, A16wfp4WgmmaRsKernel<BM, WGS, K, ST, true, MINB>}},
+const RsEntry kRsEntries[] = {MXVAL_RS_CONFIGS(MXVAL_RS_ENTRY)};
+#undef MXVAL_RS_ENTRY
+constexpr int kNumRs = sizeof(kRsEntries) / sizeof(kRsEntries[0]);
+
+// The entry compiled for this config and K, or null; `config_known` says
+// whether the config is compiled for some K.
+const RsEntry* FindRs(const mxval_tile_config* c, int64_t K, bool* config_known) {
+  *config_known = false;
+  for (const RsEntry& e : kRsEntries) {
+    if (!SameConfig(e.config, c)) continue;
+    *config_known = true;
+    if (e.K == K) return &e;
+  }
+  return nullptr;
+}
+// The distinct configs, in table order.
+const mxval_tile_config* RsConfigList(int32_t* n) {
+  static mxval_tile_config configs[kNumRs];
+  static int32_t count = [] {
+    int32_t c = 0;
+    for (const RsEntry& e : kRsEntries) {
+      bool seen = false;
+      for (int32_t i = 0; i < c; ++i) seen = seen || SameConfig(configs[i], &e.config);
+      if (!seen) configs[c++] = e.config;
+    }
+    return c;
+  }();
+  *n = count;
+  return configs;
+}
 
 const mxval_tile_config* WgConfigList() {
   static mxval_tile_config configs[kNumWg + kNumWt];
@@ -1868,6 +2167,72 @@ bool WtTmaStore() {
   const char* v = getenv("MXVAL_WGMMA_STORE");
   return v == nullptr || strcmp(v, "direct") != 0;
 }
+
+// The operand layouts both Hopper kernels need: x rows read by TMA (or
+// 16-byte cp.async), w_packed in 16-byte pieces, y written in 16-byte row
+// segments (TMA boxes or st.global). `name` is the kernel's, for the message.
+int32_t CheckHopperLayouts(const mxval_gemm_args* a, const char* name, char* err, size_t len) {
+  char msg[200];
+  if (a->x_stride_k != 1 || reinterpret_cast<uintptr_t>(a->x) % 16 || a->x_stride_m % 8 || a->x_stride_b % 8) {
+    snprintf(msg, sizeof(msg), "%s needs unit-stride, 16-byte aligned x rows", name);
+    return SetErr(err, len, msg), 1;
+  }
+  if (reinterpret_cast<uintptr_t>(a->w_packed) % 16 || a->w_packed_stride_n % 16 || a->w_packed_stride_b % 16) {
+    snprintf(msg, sizeof(msg), "%s needs 16-byte aligned w_packed rows", name);
+    return SetErr(err, len, msg), 1;
+  }
+  if (a->N % 8 || reinterpret_cast<uintptr_t>(a->y) % 16 || a->y_stride_m % 8 || a->y_stride_b % 8) {
+    snprintf(msg, sizeof(msg),
+             "%s stores 16-byte row segments: N and the y strides must be multiples of 8, y 16-byte aligned", name);
+    return SetErr(err, len, msg), 1;
+  }
+  return 0;
+}
+
+// One wave: as many M-tile groups per (N tile, batch) as the resident CTAs
+// allow (floor, so no CTA waits for a second wave), each CTA reusing its
+// dequantized weights across its group's tiles.
+int32_t OneWaveGrid(const mxval_gemm_args* a, const mxval_tile_config* c, const void* kernel, size_t smem, dim3* grid,
+                    int* groups, const char* name, char* err, size_t len) {
+  int dev = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, c->num_warps * 32, smem) != cudaSuccess || sms <= 0) {
+    return SetErr(err, len, "cannot query the device's multiprocessor count or occupancy"), 1;
+  }
+  if (per_sm < 1) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "%s: this config cannot be resident on the device", name);
+    return SetErr(err, len, msg), 1;
+  }
+  const int64_t ntiles = (a->N + c->block_n - 1) / c->block_n;
+  const int64_t mtiles = (a->M + c->block_m - 1) / c->block_m;
+  int64_t g = static_cast<int64_t>(sms) * per_sm / (ntiles * a->B);
+  if (g > mtiles) g = mtiles;
+  if (g < 1) g = 1;
+  if (g > 65535) g = 65535;
+  *grid = dim3(static_cast<unsigned>(ntiles), static_cast<unsigned>(g), static_cast<unsigned>(a->B));
+  *groups = static_cast<int>(g);
+  return 0;
+}
+
+// x as a 3-D tensor (K, M, B) in boxes of 64 x x_rows (rows past M read as
+// zeros); y as (N, M, B) in boxes of 64 x y_rows (stores past M or N are
+// dropped by the copy engine); both 128-byte swizzled.
+int32_t EncodeXYMaps(const mxval_gemm_args* a, int x_rows, int y_rows, CUtensorMap* xmap, CUtensorMap* ymap,
+                     const char* name, char* err, size_t len) {
+  const TensorMapEncodeFn encode = TensorMapEncoder();
+  if (encode == nullptr) return SetErr(err, len, "the driver does not provide cuTensorMapEncodeTiled"), 1;
+  char msg[160];
+  if (!EncodeBf16Map(encode, xmap, a->x, a->K, a->M, a->B, a->x_stride_m, a->x_stride_b, 64, x_rows)) {
+    snprintf(msg, sizeof(msg), "cuTensorMapEncodeTiled refused x's layout (%s)", name);
+    return SetErr(err, len, msg), 1;
+  }
+  if (!EncodeBf16Map(encode, ymap, a->y, a->N, a->M, a->B, a->y_stride_m, a->y_stride_b, 64, y_rows)) {
+    snprintf(msg, sizeof(msg), "cuTensorMapEncodeTiled refused y's layout (%s)", name);
+    return SetErr(err, len, msg), 1;
+  }
+  return 0;
+}
 #endif  // MXVAL_NVIDIA
 }  // namespace
 
@@ -1896,17 +2261,7 @@ int32_t WgmmaCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, 
   if (a->K % 64 != 0) {
     return SetErr(err, len, "a16wfp4_wgmma needs K to be a multiple of 64 (its k chunk); use a16wfp4_tc for this K"), 1;
   }
-  if (a->x_stride_k != 1 || reinterpret_cast<uintptr_t>(a->x) % 16 || a->x_stride_m % 8 || a->x_stride_b % 8) {
-    return SetErr(err, len, "a16wfp4_wgmma needs unit-stride, 16-byte aligned x rows"), 1;
-  }
-  if (reinterpret_cast<uintptr_t>(a->w_packed) % 16 || a->w_packed_stride_n % 16 || a->w_packed_stride_b % 16) {
-    return SetErr(err, len, "a16wfp4_wgmma needs 16-byte aligned w_packed rows"), 1;
-  }
-  if (a->N % 8 || reinterpret_cast<uintptr_t>(a->y) % 16 || a->y_stride_m % 8 || a->y_stride_b % 8) {
-    return SetErr(err, len,
-                  "a16wfp4_wgmma stores 16-byte row segments: N and the y strides must be multiples of 8, y "
-                  "16-byte aligned"), 1;
-  }
+  if (int32_t r = CheckHopperLayouts(a, "a16wfp4_wgmma", err, len)) return r;
   if ((a->N + c->block_n - 1) / c->block_n > 2147483647LL) return SetErr(err, len, "grid too large"), 1;
   if ((e != nullptr ? e->smem(a->K) : et->smem(a->K, 0)) > static_cast<size_t>(OptinSmem())) {
     return SetErr(err, len,
@@ -1939,52 +2294,109 @@ int32_t WgmmaRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err
                                : RaiseSmem(tkernel, smem, &raised[mx][ts][kNumWg + (et - kWtEntries)], err, len)) {
     return r;
   }
-  int dev = 0, sms = 0, per_sm = 0;
   const int threads = c->num_warps * 32;
-  const cudaError_t occ = e != nullptr ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem)
-                                       : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tkernel, threads, smem);
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      occ != cudaSuccess || sms <= 0) {
-    return SetErr(err, len, "cannot query the device's multiprocessor count or occupancy"), 1;
-  }
-  if (per_sm < 1) return SetErr(err, len, "a16wfp4_wgmma: this config cannot be resident on the device"), 1;
-  // One wave: as many M-tile groups as the resident CTAs allow (floor, so
-  // no CTA waits for a second wave), each reusing its panel across its tiles.
-  const int64_t ntiles = (a->N + c->block_n - 1) / c->block_n;
-  const int64_t mtiles = (a->M + c->block_m - 1) / c->block_m;
-  int64_t groups = static_cast<int64_t>(sms) * per_sm / (ntiles * a->B);
-  if (groups > mtiles) groups = mtiles;
-  if (groups < 1) groups = 1;
-  if (groups > 65535) groups = 65535;
-  const dim3 grid(static_cast<unsigned>(ntiles), static_cast<unsigned>(groups), static_cast<unsigned>(a->B));
+  dim3 grid;
+  int groups = 1;
+  const void* kfn = e != nullptr ? reinterpret_cast<const void*>(kernel) : reinterpret_cast<const void*>(tkernel);
+  if (int32_t r = OneWaveGrid(a, c, kfn, smem, &grid, &groups, "a16wfp4_wgmma", err, len)) return r;
   if (e != nullptr) {
-    kernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(p, static_cast<int>(groups));
+    kernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(p, groups);
   } else {
-    // x as a 3-D tensor (K, M, B), boxes of 64 x BLOCK_SIZE_M (rows past M
-    // read as zeros); y as (N, M, B), boxes of 64 x 64 (stores past M or N
-    // are dropped by the copy engine).
-    const TensorMapEncodeFn encode = TensorMapEncoder();
-    if (encode == nullptr) return SetErr(err, len, "the driver does not provide cuTensorMapEncodeTiled"), 1;
     CUtensorMap xmap, ymap;
-    if (!EncodeBf16Map(encode, &xmap, a->x, a->K, a->M, a->B, a->x_stride_m, a->x_stride_b, 64, c->block_m)) {
-      return SetErr(err, len, "cuTensorMapEncodeTiled refused x's layout (TMA variant)"), 1;
-    }
-    if (!EncodeBf16Map(encode, &ymap, a->y, a->N, a->M, a->B, a->y_stride_m, a->y_stride_b, 64, 64)) {
-      return SetErr(err, len, "cuTensorMapEncodeTiled refused y's layout (TMA variant)"), 1;
-    }
+    if (int32_t r = EncodeXYMaps(a, c->block_m, 64, &xmap, &ymap, "a16wfp4_wgmma", err, len)) return r;
     if (PdlRequested()) {
       // Opt-in, as for a16wfp4_decode: the contract is that the kernel
       // launched just before this one on the stream does not write
       // w_packed or w_scales.
-      const cudaError_t le = LaunchWithPdl(tkernel, grid, threads, smem, a->stream, xmap, ymap, p, static_cast<int>(groups),
-                                           bufs, 1);
+      const cudaError_t le = LaunchWithPdl(tkernel, grid, threads, smem, a->stream, xmap, ymap, p, groups, bufs, 1);
       if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
       return 0;
     }
-    tkernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(xmap, ymap, p, static_cast<int>(groups), bufs,
-                                                                          WtRingOrder());
+    tkernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(xmap, ymap, p, groups, bufs, WtRingOrder());
   }
   const cudaError_t le = cudaGetLastError();
+  if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
+  return 0;
+#else
+  return 1;
+#endif
+}
+
+const mxval_tile_config* WgmmaRsConfigs(int32_t* n) {
+#if defined(MXVAL_NVIDIA)
+  return RsConfigList(n);
+#else
+  *n = 0;
+  return nullptr;
+#endif
+}
+
+int32_t WgmmaRsCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = CheckCommon(a, err, len)) return r;
+  if (c == nullptr) return SetErr(err, len, "config is null"), 1;
+#if !defined(MXVAL_NVIDIA)
+  return SetErr(err, len, "a16wfp4_wgmma_rs is NVIDIA sm_90a only (warpgroup MMA); use a16wfp4_tc here"), 1;
+#else
+  bool known = false;
+  const RsEntry* e = FindRs(c, a->K, &known);
+  if (!known) {
+    return SetErr(err, len, "this config is not compiled into a16wfp4_wgmma_rs; see the kernel's config list"), 1;
+  }
+  if (c->ksplit != 1) return SetErr(err, len, "a16wfp4_wgmma_rs runs NUM_KSPLIT=1 only (all of K in registers)"), 1;
+  if (e == nullptr) {
+    char msg[200];
+    int off = snprintf(msg, sizeof(msg), "a16wfp4_wgmma_rs holds all of K in registers: this config is compiled for K in {");
+    const char* sep = "";
+    for (const RsEntry& r : kRsEntries) {
+      if (SameConfig(r.config, c) && off < static_cast<int>(sizeof(msg))) {
+        off += snprintf(msg + off, sizeof(msg) - off, "%s%d", sep, r.K);
+        sep = ", ";
+      }
+    }
+    if (off < static_cast<int>(sizeof(msg))) snprintf(msg + off, sizeof(msg) - off, "}, not K = %lld", static_cast<long long>(a->K));
+    return SetErr(err, len, msg), 1;
+  }
+  if (int32_t r = CheckHopperLayouts(a, "a16wfp4_wgmma_rs", err, len)) return r;
+  if (a->M > 2147483647LL - 256) return SetErr(err, len, "M too large for the TMA coordinates (int32)"), 1;
+  if ((a->N + c->block_n - 1) / c->block_n > 2147483647LL) return SetErr(err, len, "grid too large"), 1;
+  if (e->smem(1) > static_cast<size_t>(OptinSmem())) {
+    return SetErr(err, len,
+                  "a16wfp4_wgmma_rs's x stages plus its output staging exceed the device's shared memory per "
+                  "block: use fewer stages"), 1;
+  }
+  return 0;
+#endif
+}
+
+int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = WgmmaRsCanImplement(a, c, err, len)) return r;
+#if defined(MXVAL_NVIDIA)
+  bool known = false;
+  const RsEntry* e = FindRs(c, a->K, &known);
+  const GemmParams p = MakeParams(*a, 64, 1);
+  const bool mx = a->activations == MXVAL_ACT_MXFP4_EVEN;
+  const int bufs = e->smem(2) <= static_cast<size_t>(OptinSmem()) ? 2 : 1;
+  const size_t smem = e->smem(bufs);
+  const WtKernel kernel = e->kernel[mx];
+  static thread_local size_t raised[2][kNumRs] = {};
+  if (int32_t r = RaiseSmem(kernel, smem, &raised[mx][e - kRsEntries], err, len)) return r;
+  const int threads = c->num_warps * 32;
+  dim3 grid;
+  int groups = 1;
+  if (int32_t r = OneWaveGrid(a, c, reinterpret_cast<const void*>(kernel), smem, &grid, &groups, "a16wfp4_wgmma_rs", err,
+                              len)) {
+    return r;
+  }
+  // y boxes of 64 x BLOCK_SIZE_M: one warpgroup's transposed tile.
+  CUtensorMap xmap, ymap;
+  if (int32_t r = EncodeXYMaps(a, c->block_m, c->block_m, &xmap, &ymap, "a16wfp4_wgmma_rs", err, len)) return r;
+  cudaError_t le;
+  if (PdlRequested()) {  // the same opt-in contract as a16wfp4_wgmma's
+    le = LaunchWithPdl(kernel, grid, threads, smem, a->stream, xmap, ymap, p, groups, bufs, 1);
+  } else {
+    kernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(xmap, ymap, p, groups, bufs, 0);
+    le = cudaGetLastError();
+  }
   if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
   return 0;
 #else

@@ -39,6 +39,14 @@ const mxval_tile_config* WgmmaConfigs(int32_t* n);
 int32_t WgmmaCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 int32_t WgmmaRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 
+// Hopper kernel with register-sourced weights ("a16wfp4_wgmma_rs", NVIDIA
+// sm_90a): y^T = w x^T, each consumer warpgroup's 64 weight rows dequantized
+// once into wgmma A fragments in registers, x the shared-memory B operand
+// through a TMA ring; K in the configs' compiled set, NUM_KSPLIT = 1.
+const mxval_tile_config* WgmmaRsConfigs(int32_t* n);
+int32_t WgmmaRsCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+
 // Runs the prmt dequantization (a16wfp4_tile.h) on the device for every
 // (scale byte, byte) pair: host_out gets 256 * 256 * 4 words (see the
 // definition).

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes kernels/gpu/wgmma_sm90.h: inline-PTX wrappers for
 wgmma.mma_async m64nNk16 (bf16 x bf16 -> f32, both operands from shared
-memory through matrix descriptors). The operand lists are long (N/2
+memory through matrix descriptors, or A from registers: WgmmaRs). The
+operand lists are long (N/2
 accumulator registers), so they are generated; rerun after editing:
     python3 kernels/gpu/gen_wgmma.py > kernels/gpu/wgmma_sm90.h
 """
@@ -38,6 +39,28 @@ for n in NS:
           (n, regs, r, r + 1))
     print("        : %s" % outs)
     print('        : "l"(a), "l"(b), "r"(accumulate));')
+    print("  }")
+    print("};")
+    print()
+print("""// A from registers (four bf16x2 words per thread, the m16n8k16 A fragment
+// of the thread's warp: rows 16w + l/4 (+8), k 2(l%4) (+1) (+8)), B from
+// shared memory (K-major descriptor, imm-trans-b = 0).
+template <int N>
+struct WgmmaRs;
+""")
+for n in NS:
+    r = n // 2
+    regs = ", ".join("%%%d" % i for i in range(r))
+    outs = ", ".join('"+f"(d[%d])' % i for i in range(r))
+    print("template <>")
+    print("struct WgmmaRs<%d> {" % n)
+    print("  __device__ __forceinline__ static void Mma(float (&d)[%d], const uint32_t (&a)[4], uint64_t b, int accumulate) {" % r)
+    print("    asm volatile(")
+    print('        "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (r + 5))
+    print('        "wgmma.mma_async.sync.aligned.m64n%dk16.f32.bf16.bf16 {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, 0;\\n}\\n"' %
+          (n, regs, r, r + 1, r + 2, r + 3, r + 4))
+    print("        : %s" % outs)
+    print('        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));')
     print("  }")
     print("};")
     print()

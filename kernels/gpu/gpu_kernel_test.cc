@@ -131,6 +131,15 @@ bool WgmmaFits(const mxval_kernel* k, const TileConfig& c, int64_t K) {
   return false;
 }
 
+// Whether a16wfp4_wgmma_rs's config is compiled for this K (it holds all
+// of K in registers); any other refusal fails the test.
+bool RsCompiledFor(const mxval_kernel* k, const TileConfig& c, int64_t K) {
+  const absl::Status st = CanImplement(*k, ShapeOnlyArgs(256, 512, K), c);
+  if (st.ok()) return true;
+  EXPECT_NE(st.message().find("compiled for K in"), std::string::npos) << st;
+  return false;
+}
+
 class GpuKernels : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -179,8 +188,12 @@ TEST_F(GpuKernels, SeededShapesAgainstReference) {
     const bool wgmma = std::string(k->name) == "a16wfp4_wgmma";
     // Deep-ring and 256-column configs hold K <= 256 only (refusal checked in WgmmaKernel...).
     if (wgmma && !WgmmaFits(k, c, spec.shape.K)) spec.shape = {spec.shape.B, spec.shape.M, 512, 192};
+    const bool rs = std::string(k->name) == "a16wfp4_wgmma_rs";
+    if (rs) {
+      EXPECT_TRUE(RsCompiledFor(k, c, spec.shape.K));  // every config takes the four model K
+    }
     const int64_t ktiles = (p[0] + c.block_k - 1) / c.block_k;
-    if (!decode && !wgmma && i % 9 == 4 && ktiles > 1) c.ksplit = 2 + static_cast<int>(rng() % std::min<int64_t>(ktiles - 1, 3));
+    if (!decode && !wgmma && !rs && i % 9 == 4 && ktiles > 1) c.ksplit = 2 + static_cast<int>(rng() % std::min<int64_t>(ktiles - 1, 3));
     SCOPED_TRACE(i);
     CheckCase(k, c, spec);
     ++n;
@@ -375,6 +388,71 @@ TEST_F(GpuKernels, WgmmaKernelEveryConfigAcrossTiles) {
   b = a;
   b.y_stride_m = 516;
   refused(b, c128, "multiples of 8");
+}
+
+// The register-sourced Hopper kernel: every config at every K it is
+// compiled for, with CTAs that walk several M tiles (B = 16: one CTA per
+// (batch, 64 or 128 weight rows), so the ring and the wgmma groups cross
+// tiles), ragged M and N (weight rows past N, a last tile mostly past M),
+// both layouts and modes, strided x; then its refusals, each naming what is
+// wrong.
+TEST_F(GpuKernels, WgmmaRsKernelEveryConfigAndK) {
+  auto k = Library()->Find("a16wfp4_wgmma_rs");
+  ASSERT_TRUE(k.ok()) << k.status();
+  std::mt19937_64 rng(92);
+  int ran = 0;
+  for (int ci = 0; ci < (*k)->num_configs; ++ci) {
+    const TileConfig c = FromAbi((*k)->configs[ci]);
+    for (int64_t K : {128, 192, 256, 512}) {
+      if (!RsCompiledFor(*k, c, K)) continue;
+      for (auto [B, M, N] : {std::tuple<int64_t, int64_t, int64_t>{16, 5 * c.block_m + 3, 512}, {3, 1, 200},
+                             {2, c.block_m + 1, 72}, {16, 1000, K == 512 ? 128 : 328}}) {
+        CaseSpec spec;
+        spec.shape = {B, M, N, K};
+        spec.layout = (M + N + ci) % 2 ? OutputLayout::kBatchMajor : OutputLayout::kHeadMajor;
+        spec.strided_x = (M + ci) % 3 != 0;
+        spec.activations = (ci + M + K / 64) % 2 ? ActivationMode::kMxfp4Even : ActivationMode::kBf16;
+        spec.x_gen = *ParseGenerator(M % 3 == 0 ? "heavy-tail" : "normal");
+        spec.w_gen = *ParseGenerator((M + K / 64) % 2 ? "uniform-codes" : "normal");
+        spec.seed = rng();
+        SCOPED_TRACE(testing::Message() << c.ToString() << " K=" << K << " B=" << B << " M=" << M << " N=" << N);
+        CheckCase(*k, c, spec);
+        ++ran;
+      }
+    }
+  }
+  // 3 configs x K in {128, 192, 256, 512}.
+  EXPECT_EQ(ran, 4 * 3 * 4);
+  TileConfig two_wg;  // two consumer warpgroups
+  for (int i = 0; i < (*k)->num_configs; ++i) {
+    const TileConfig c = FromAbi((*k)->configs[i]);
+    if (c.block_n == 128) two_wg = c;
+  }
+  ASSERT_EQ(two_wg.block_n, 128);
+  const mxval_gemm_args a = ShapeOnlyArgs(4096, 512, 192);
+  EXPECT_TRUE(CanImplement(**k, a, two_wg).ok());
+  auto refused = [&](const mxval_gemm_args& args, const TileConfig& c, const char* what) {
+    const absl::Status st = CanImplement(**k, args, c);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << what;
+    EXPECT_NE(st.message().find(what), std::string::npos) << st;
+  };
+  mxval_gemm_args b = a;
+  b.K = 320, b.w_packed_stride_n = 160;
+  refused(b, two_wg, "compiled for K in {128, 192, 256, 512}, not K = 320");
+  b.K = 1024, b.w_packed_stride_n = 512;
+  refused(b, two_wg, "not K = 1024");
+  TileConfig split = two_wg;
+  split.ksplit = 2;
+  refused(a, split, "NUM_KSPLIT=1");
+  TileConfig unknown = two_wg;
+  unknown.num_stages = 7;
+  refused(a, unknown, "not compiled into a16wfp4_wgmma_rs");
+  b = a;
+  b.x_stride_k = 2;
+  refused(b, two_wg, "unit-stride");
+  b = a;
+  b.y_stride_m = 516;
+  refused(b, two_wg, "multiples of 8");
 }
 
 // The TMA-fed configs (num_warps = 9) end tiles with TMA stores of 64 x 64

@@ -21,13 +21,14 @@ constexpr const char* kLibraryName = "mxval-builtin-cuda";
 size_t Workspace(const mxval_gemm_args* a, const mxval_tile_config* c) { return mxval::gpu::WorkspaceSize(a, c); }
 
 const mxval_kernel_library* Build() {
-  static mxval_kernel kernels[5];
-  int32_t n_tc = 0, n_simt = 0, n_panel = 0, n_decode = 0, n_wg = 0;
+  static mxval_kernel kernels[6];
+  int32_t n_tc = 0, n_simt = 0, n_panel = 0, n_decode = 0, n_wg = 0, n_rs = 0;
   const mxval_tile_config* tc = mxval::gpu::TcConfigs(&n_tc);
   const mxval_tile_config* panel = mxval::gpu::PanelConfigs(&n_panel);
   const mxval_tile_config* simt = mxval::gpu::SimtConfigs(&n_simt);
   const mxval_tile_config* decode = mxval::gpu::DecodeConfigs(&n_decode);
   const mxval_tile_config* wg = mxval::gpu::WgmmaConfigs(&n_wg);
+  const mxval_tile_config* rs = mxval::gpu::WgmmaRsConfigs(&n_rs);
   const uint32_t modes = (1u << MXVAL_ACT_BF16) | (1u << MXVAL_ACT_MXFP4_EVEN);
   kernels[0] = {"a16wfp4_tc", kDevice, kArchs, modes, tc, n_tc, mxval::gpu::TcCanImplement, Workspace,
                 mxval::gpu::TcRun};
@@ -38,10 +39,14 @@ const mxval_kernel_library* Build() {
   kernels[3] = {"a16wfp4_decode", kDevice, kArchs, modes, decode, n_decode, mxval::gpu::DecodeCanImplement, Workspace,
                 mxval::gpu::DecodeRun};
   int32_t count = 4;
-  // The Hopper kernel exists in the CUDA build only (no configs under HIP).
+  // The Hopper kernels exist in the CUDA build only (no configs under HIP).
   if (n_wg > 0) {
     kernels[count++] = {"a16wfp4_wgmma", kDevice, kArchs, modes, wg, n_wg, mxval::gpu::WgmmaCanImplement, Workspace,
                         mxval::gpu::WgmmaRun};
+  }
+  if (n_rs > 0) {
+    kernels[count++] = {"a16wfp4_wgmma_rs", kDevice, kArchs, modes, rs, n_rs, mxval::gpu::WgmmaRsCanImplement,
+                        Workspace, mxval::gpu::WgmmaRsRun};
   }
   static const mxval_kernel_library lib = {MXVAL_KERNEL_ABI_VERSION, kLibraryName, MXVAL_BUILD_ID, count, kernels};
   return &lib;
