@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """A/B of two kernel libraries (or of one library under two settings of its
-environment knobs) in one process: the table's config for each (shape, M),
+environment knobs, or under two dispatch tables) in one process: the
+table's kernel and config for each (shape, M),
 timed as gpu_bench.py times it (graph replay, rotating input sets),
 interleaved A, B, A, B so that drift hits both alike.
 
 Usage: python3 bench/ab_libs.py --a OLD.so [--b NEW.so] [--env-a K=V,...] [--env-b K=V,...]
-                                [--ms 256,1024,4096] [--rounds 2]
---b defaults to --a; --env-a / --env-b are set while that side's calls are
-captured (the kernels read their A/B knobs, e.g. MXVAL_WGMMA_RING, per call).
+                                [--table T.json] [--table-b T2.json] [--ms 256,1024,4096] [--rounds 2]
+--b defaults to --a and --table-b to --table; --env-a / --env-b are set while
+that side's calls are captured (the kernels read their A/B knobs, e.g.
+MXVAL_WGMMA_RING, per call).
 """
 import argparse
 import json
@@ -28,6 +30,7 @@ def main():
     ap.add_argument("--env-a", default="")
     ap.add_argument("--env-b", default="")
     ap.add_argument("--table", default=os.path.join(os.path.dirname(__file__), "..", "kernels", "configs", "sm_90a.json"))
+    ap.add_argument("--table-b", default=None, help="side B's dispatch table (default: --table)")
     ap.add_argument("--ms", default="256,1024,4096")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", default="ab_libs.json")
@@ -36,24 +39,27 @@ def main():
     libs["B"] = libs["A"] if args.b is None or args.b == args.a else gb.load_kernels(args.b)[1]
     envs = {"A": gb.parse_settings(args.env_a), "B": gb.parse_settings(args.env_b)}
     print("A = %s %s, B = %s %s" % (args.a, envs["A"], args.b or args.a, envs["B"]))
-    table = json.load(open(args.table))
+    tables = {"A": json.load(open(args.table))}
+    tables["B"] = json.load(open(args.table_b)) if args.table_b else tables["A"]
     gen = torch.Generator(device="cuda")
     gen.manual_seed(11)
     rows = []
-    print("%-14s %5s %-30s %s" % ("shape", "M", "config", "  ".join("A%d     B%d    " % (i, i) for i in range(args.rounds))))
+    print("%-14s %5s %-30s %s" % ("shape", "M", "config (B's)", "  ".join("A%d     B%d    " % (i, i) for i in range(args.rounds))))
     for (preset, op, B, N, K, strided, bmaj) in gb.SHAPES:
         for M in [int(m) for m in args.ms.split(",")]:
-            _, kname, cfg = gb.table_lookup(table, op, M, N, K)
+            picks = {name: gb.table_lookup(tables[name], op, M, N, K)[1:] for name in ("A", "B")}
+            kname, cfg = picks["B"]
             one = gb.Problem(op, B, M, N, K, strided, bmaj, gen)
             nsets = max(2, min(16, -(-160 * 2**20 // one.min_bytes())))
             probs = [one] + [gb.Problem(op, B, M, N, K, strided, bmaj, gen) for _ in range(nsets - 1)]
             times = {"A": [], "B": []}
             for _ in range(args.rounds):
                 for name in ("A", "B"):
-                    ours = gb.Ours(libs[name][kname][0])
+                    ours = gb.Ours(libs[name][picks[name][0]][0])
                     with gb.environment(envs[name]):
-                        times[name].append(gb.time_calls([ours.call(p, cfg) for p in probs], graph=True)["median"])
-            rows.append({"shape": "%s/%s" % (preset, op), "M": M, "kernel": kname, "config": str(cfg), "A": times["A"],
+                        times[name].append(gb.time_calls([ours.call(p, picks[name][1]) for p in probs], graph=True)["median"])
+            rows.append({"shape": "%s/%s" % (preset, op), "M": M, "kernel": kname, "config": str(cfg),
+                         "kernel_a": picks["A"][0], "config_a": str(picks["A"][1]), "A": times["A"],
                          "B": times["B"], "B_over_A": statistics.median(times["B"]) / statistics.median(times["A"])})
             print("%-14s %5d %-30s %s   B/A %.3f" % ("%s/%s" % (preset, op), M, "%s %s" % (kname[8:], cfg),
                   "  ".join("%6.2f %6.2f" % (a, b) for a, b in zip(times["A"], times["B"])), rows[-1]["B_over_A"]))
