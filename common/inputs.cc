@@ -15,6 +15,7 @@ std::string GeneratorSpec::ToString() const {
     case GeneratorKind::kMxfp4Exact: return "mxfp4-exact";
     case GeneratorKind::kHeavyTail: return param == 1e-3 ? "heavy-tail" : absl::StrCat("heavy-tail:", param);
     case GeneratorKind::kUniformCodes: return "uniform-codes";
+    case GeneratorKind::kExtremeScales: return "extreme-scales";
   }
   return "?";
 }
@@ -36,9 +37,13 @@ absl::StatusOr<GeneratorSpec> ParseGenerator(const std::string& s) {
     g.kind = GeneratorKind::kMxfp4Exact;
   } else if (name == "uniform-codes" && arg.empty()) {
     g.kind = GeneratorKind::kUniformCodes;
+  } else if (name == "extreme-scales" && arg.empty()) {
+    g.kind = GeneratorKind::kExtremeScales;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "generator '", s, "' is not one of normal[:sigma], mxfp4-exact, heavy-tail[:fraction], uniform-codes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("generator '", s,
+                     "' is not one of normal[:sigma], mxfp4-exact, heavy-tail[:fraction], uniform-codes, "
+                     "extreme-scales (weights only)"));
   }
   if (!arg.empty()) {
     double v;
@@ -47,6 +52,14 @@ absl::StatusOr<GeneratorSpec> ParseGenerator(const std::string& s) {
       return absl::InvalidArgumentError(absl::StrCat("generator '", s, "': bad parameter '", arg, "'"));
     }
     g.param = v;
+  }
+  return g;
+}
+
+absl::StatusOr<GeneratorSpec> ParseActivationGenerator(const std::string& s) {
+  auto g = ParseGenerator(s);
+  if (g.ok() && g->kind == GeneratorKind::kExtremeScales) {
+    return absl::InvalidArgumentError("generator 'extreme-scales' is for the weights only");
   }
   return g;
 }
@@ -68,6 +81,7 @@ void FillTensor(const GeneratorSpec& spec, uint64_t seed, float* x, int64_t rows
     float* xr = x + r * row_stride;
     switch (spec.kind) {
       case GeneratorKind::kNormal:
+      case GeneratorKind::kExtremeScales:
         for (int64_t k = 0; k < K; ++k) xr[k] = static_cast<float>(spec.param) * normal(rng);
         break;
       case GeneratorKind::kHeavyTail: {

@@ -8,6 +8,16 @@
 //   heavy-tail[:p]        N(0,1) with a fraction p (default 1e-3) of outliers
 //                         scaled x100, plus per-row magnitude spread
 //   uniform-codes         every E2M1 code equally likely, scales 2^[-2, 2]
+//   extreme-scales        weights only: normal values, then in about a third
+//                         of the (batch, 32-K group) pairs each the scale
+//                         bytes sit at the ends of E8M0 (0/1 = 2^-127/2^-126,
+//                         or 253/254 = 2^126/2^127, codes there limited to
+//                         |e| <= 1.5) and the activations of that group are
+//                         rescaled (x ~ 2^124 or 2^-124) so the products stay
+//                         normal floats and count in the sums. It reaches the
+//                         kernels' rare exact dequant path (dequantized
+//                         weights subnormal or near the float maximum), which
+//                         scales near 2^0 never do. CaseData::Build applies it.
 #ifndef MXVAL_COMMON_INPUTS_H_
 #define MXVAL_COMMON_INPUTS_H_
 
@@ -18,7 +28,7 @@
 
 namespace mxval {
 
-enum class GeneratorKind { kNormal, kMxfp4Exact, kHeavyTail, kUniformCodes };
+enum class GeneratorKind { kNormal, kMxfp4Exact, kHeavyTail, kUniformCodes, kExtremeScales };
 
 struct GeneratorSpec {
   GeneratorKind kind = GeneratorKind::kNormal;
@@ -29,7 +39,12 @@ struct GeneratorSpec {
 // Parses the names above. INVALID_ARGUMENT otherwise.
 absl::StatusOr<GeneratorSpec> ParseGenerator(const std::string& s);
 
+// As ParseGenerator, for the activations: also refuses the weight-only
+// extreme-scales.
+absl::StatusOr<GeneratorSpec> ParseActivationGenerator(const std::string& s);
+
 // Fills a (rows, K) view (row stride in elements) with K a multiple of 32.
+// extreme-scales fills like normal (the rest is CaseData::Build's).
 void FillTensor(const GeneratorSpec& spec, uint64_t seed, float* x, int64_t rows, int64_t K, int64_t row_stride);
 
 // Derives independent per-operand seeds from one job seed.

@@ -60,9 +60,16 @@ TEST(Inputs, HeavyTailHasOutliers) {
 }
 
 TEST(Inputs, RejectsUnknownGenerators) {
-  for (const char* g : {"gauss", "normal:-1", "normal:x", "heavy-tail:2", "mxfp4-exact:3", ""}) {
+  for (const char* g : {"gauss", "normal:-1", "normal:x", "heavy-tail:2", "mxfp4-exact:3", "extreme-scales:1", ""}) {
     EXPECT_EQ(ParseGenerator(g).status().code(), absl::StatusCode::kInvalidArgument) << g;
   }
+  // extreme-scales is a weight generator: activations refuse it, clearly.
+  ASSERT_TRUE(ParseGenerator("extreme-scales").ok());
+  EXPECT_EQ(ParseGenerator("extreme-scales")->ToString(), "extreme-scales");
+  const auto x = ParseActivationGenerator("extreme-scales");
+  EXPECT_EQ(x.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(x.status().message().find("weights only"), std::string::npos) << x.status();
+  EXPECT_TRUE(ParseActivationGenerator("heavy-tail").ok());
   EXPECT_NE(OperandSeed(1, 0), OperandSeed(1, 1));
   EXPECT_NE(OperandSeed(1, 0), OperandSeed(2, 0));
 }

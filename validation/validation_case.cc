@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -13,6 +14,49 @@
 #include "validation/presets.h"
 
 namespace mxval {
+
+namespace {
+
+// The extreme-scales weight generator (common/inputs.h) on a built case: per
+// (batch, 32-K group) one of three classes, a third each.
+//  - 'tiny': every row's scale byte 0 or 1 (dequantized weights 2^-128 ..
+//    1.5 * 2^-124, subnormal floats for the smallest codes); x in the group
+//    +-[0.5, 2) * 2^124 so the products are about 1.
+//  - 'huge': three rows in four get scale byte 253 or 254 with codes limited
+//    to |e| <= 1.5 (1.5 * 2^127 is still finite in bf16); x in the group
+//    +-[1, 2) * 2^-124. The other rows keep their normal scale: their
+//    products are about 2^-124 and vanish, so rows of one warp differ.
+//  - 'plain': unchanged.
+// Guard columns and guard groups are left alone.
+void ApplyExtremeScales(CaseData& d, int64_t prow, int64_t srow) {
+  const GemmShape& s = d.spec.shape;
+  std::mt19937_64 rng(OperandSeed(d.spec.seed, 7'000'000));
+  std::uniform_real_distribution<float> mag(0.0f, 1.0f);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t g = 0; g < s.K / 32; ++g) {
+      const int cls = static_cast<int>(rng() % 3);
+      if (cls == 0) continue;
+      const bool tiny = cls == 1;
+      for (int64_t m = 0; m < s.M; ++m)
+        for (int64_t k = 32 * g; k < 32 * g + 32; ++k) {
+          const float sign = (rng() & 1) ? -1.0f : 1.0f;
+          const float v = tiny ? std::ldexp(0.5f + 1.5f * mag(rng), 124) : std::ldexp(1.0f + mag(rng), -124);
+          d.x_f32[b * d.xs.b + m * d.xs.m + k] = sign * v;
+        }
+      for (int64_t n = 0; n < s.N; ++n) {
+        uint8_t& scale = d.scales[(b * s.N + n) * srow + g];
+        if (tiny) {
+          scale = static_cast<uint8_t>(rng() & 1);
+        } else if (rng() % 4 != 0) {
+          scale = static_cast<uint8_t>(253 + (rng() & 1));
+          uint8_t* codes = d.packed.data() + (b * s.N + n) * prow + 16 * g;
+          for (int i = 0; i < 16; ++i) codes[i] &= 0xBB;  // magnitude index 4..7 -> 0..3 in both nibbles
+        }
+      }
+    }
+}
+
+}  // namespace
 
 CaseSpec SpecForShape(const OpShape& shape, int64_t M) {
   CaseSpec spec;
@@ -26,6 +70,9 @@ CaseSpec SpecForShape(const OpShape& shape, int64_t M) {
 
 absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes) {
   MXVAL_RETURN_IF_ERROR(ValidateShape(spec.shape));
+  if (spec.x_gen.kind == GeneratorKind::kExtremeScales) {
+    return absl::InvalidArgumentError("x_gen: generator 'extreme-scales' is for the weights only");
+  }
   const GemmShape& s = spec.shape;
   const int64_t rows_g = s.M + spec.guard_rows;
   const int64_t pitch = spec.strided_x ? s.K + spec.x_pitch_extra : s.K;
@@ -49,9 +96,6 @@ absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes
     for (int64_t m = 0; m < s.M; ++m)
       for (int64_t k = 0; k < s.K; ++k) d.x_f32[b * d.xs.b + m * d.xs.m + k] = tmp[m * s.K + k];
   }
-  d.x_bf16.resize(x_elems);
-  for (int64_t i = 0; i < x_elems; ++i) d.x_bf16[i] = mxfp4::FloatToBf16Bits(d.x_f32[i]);
-
   d.packed.assign(s.B * s.N * prow, 0xFF);
   d.scales.assign(s.B * s.N * srow, mxfp4::kScaleNaN);
   if (spec.w_packed_file || spec.w_scales_file) {
@@ -71,6 +115,9 @@ absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes
     MXVAL_RETURN_IF_ERROR(mxfp4::QuantizeRows(wf.data(), s.N, s.K, s.K, spec.w_rule, d.packed.data() + b * s.N * prow,
                                               prow, d.scales.data() + b * s.N * srow, srow));
   }
+  if (spec.w_gen.kind == GeneratorKind::kExtremeScales && !spec.w_packed_file) ApplyExtremeScales(d, prow, srow);
+  d.x_bf16.resize(x_elems);
+  for (int64_t i = 0; i < x_elems; ++i) d.x_bf16[i] = mxfp4::FloatToBf16Bits(d.x_f32[i]);
   d.w = {d.packed.data(), s.N * prow, prow, d.scales.data(), s.N * srow, srow};
   d.ys = YStrides::For(s, spec.layout);
   d.y_elems = s.B * s.M * s.N;

@@ -1,5 +1,6 @@
 #include "kernels/cpu/a16wfp4_cpu.h"
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -114,6 +115,44 @@ TEST(CpuKernel, LargeMWithSampledReference) {
   CaseSpec spec;
   spec.shape = {2, 5000, 64, 128};
   ExpectPass(spec, TileConfig{.block_m = 96, .block_n = 64, .block_k = 128});
+}
+
+// Scale bytes at the ends of E8M0 (subnormal and near-maximum dequantized
+// weights) with activations rescaled so those groups count: the case really
+// holds them, the kernel matches the reference in both modes and on both
+// paths, and a kernel that clamps them to the normal range fails.
+TEST(CpuKernel, ExtremeScaleBytesMatchTheReference) {
+  CaseSpec spec;
+  spec.shape = {3, 19, 96, 512};
+  spec.strided_x = true;
+  spec.w_gen = *ParseGenerator("extreme-scales");
+  spec.seed = 77;
+  auto d = CaseData::Build(spec);
+  ASSERT_TRUE(d.ok()) << d.status();
+  int at_end[256] = {};
+  for (int64_t r = 0; r < 3 * 96; ++r)
+    for (int64_t g = 0; g < 512 / 32; ++g) ++at_end[d->w.scales[r * d->w.scale_stride_n + g]];
+  EXPECT_GT(at_end[0] + at_end[1], 300);
+  EXPECT_GT(at_end[253] + at_end[254], 300);
+  for (auto mode : {ActivationMode::kBf16, ActivationMode::kMxfp4Even})
+    for (bool scalar : {false, true}) {
+      spec.activations = mode;
+      ExpectPass(spec, TileConfig{.block_m = 16, .block_n = 32, .block_k = 128}, scalar);
+    }
+  // The test can fail: the same kernel on scales clamped into 2..252.
+  CaseData clamped = *d;
+  for (uint8_t& s : clamped.scales)
+    if (s != mxfp4::kScaleNaN) s = std::clamp<uint8_t>(s, 2, 252);
+  clamped.w.scales = clamped.scales.data();
+  clamped.w.packed = clamped.packed.data();
+  KernelFn on_clamped = [&](const CaseData&, uint16_t* y) {
+    return CpuKernel(TileConfig{.block_m = 16, .block_n = 32, .block_k = 128})(clamped, y);
+  };
+  CheckOptions opt;
+  opt.threads = 2;
+  auto r = CheckKernel(*d, on_clamped, opt);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(r->accuracy.verdict, reference::Verdict::kPass) << r->accuracy.reason;  // catastrophic: 0.72 Frobenius
 }
 
 TEST(CpuKernel, CanImplementNamesTheField) {

@@ -176,7 +176,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
   if (inputs.w_generator().empty()) inputs.set_w_generator("normal");
   if (inputs.w_scale_rule().empty()) inputs.set_w_scale_rule("even");
   if (inputs.seed() == 0) inputs.set_seed(1);
-  if (auto g = ParseGenerator(inputs.x_generator()); !g.ok()) return Bad("spec.inputs.x_generator", std::string(g.status().message()));
+  if (auto g = ParseActivationGenerator(inputs.x_generator()); !g.ok()) return Bad("spec.inputs.x_generator", std::string(g.status().message()));
   if (auto g = ParseGenerator(inputs.w_generator()); !g.ok()) return Bad("spec.inputs.w_generator", std::string(g.status().message()));
   if (auto r = mxfp4::ParseScaleRule(inputs.w_scale_rule()); !r.ok()) {
     return Bad("spec.inputs.w_scale_rule", std::string(r.status().message()));

@@ -210,6 +210,9 @@ TEST(JobPlanner, RejectsBadSpecsNamingTheField) {
   s.mutable_inputs()->set_x_generator("cauchy");
   ExpectInvalid(s, "spec.inputs.x_generator", o);
   s = GoodSpec();
+  s.mutable_inputs()->set_x_generator("extreme-scales");  // a weight generator
+  ExpectInvalid(s, "spec.inputs.x_generator", o);
+  s = GoodSpec();
   s.mutable_tolerance()->set_rtol(-1);
   ExpectInvalid(s, "spec.tolerance.rtol", o);
   s = GoodSpec();

@@ -199,7 +199,7 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
   spec.strided_x = sh.strided_x();
   spec.x_pitch_extra = sh.x_pitch_extra();
   spec.activations = task.activations() == v1::ACTIVATIONS_MXFP4_EVEN ? ActivationMode::kMxfp4Even : ActivationMode::kBf16;
-  auto xg = ParseGenerator(task.inputs().x_generator().empty() ? "normal" : task.inputs().x_generator());
+  auto xg = ParseActivationGenerator(task.inputs().x_generator().empty() ? "normal" : task.inputs().x_generator());
   if (!xg.ok()) return absl::InvalidArgumentError(absl::StrCat("task.inputs.x_generator: ", xg.status().message()));
   auto wg = ParseGenerator(task.inputs().w_generator().empty() ? "normal" : task.inputs().w_generator());
   if (!wg.ok()) return absl::InvalidArgumentError(absl::StrCat("task.inputs.w_generator: ", wg.status().message()));
