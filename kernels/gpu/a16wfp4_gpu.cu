@@ -1916,20 +1916,45 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     CpAsyncWait<0>();
     NamedBarrier(2 + wg, 128);
     const uint32_t sel = static_cast<uint32_t>(t) | static_cast<uint32_t>(t + 4) << 4;  // byte t of each word
+    // The row's group gi as the 8 codes this thread holds.
+    auto gathered = [&](int h, int gi) {
+      const uint4 v = *reinterpret_cast<const uint4*>(wrows + (r0 + 8 * h) * C::kWPitch + 16 * gi);
+      return BytePerm(BytePerm(v.x, v.y, sel), BytePerm(v.z, v.w, sel), 0x5410u);
+    };
+    // 8-k chunk c of group gi: k16 step 2 gi + c / 2, half c % 2.
+    auto place = [&](int h, int gi, const U32x4& d) {
+      wa[2 * gi][h] = d.v[0];
+      wa[2 * gi][2 + h] = d.v[1];
+      wa[2 * gi + 1][h] = d.v[2];
+      wa[2 * gi + 1][2 + h] = d.v[3];
+    };
+    // Every group through the prmt tables first; groups whose scale they
+    // do not cover (subnormal, overflowing or NaN products: rare) are redone
+    // by the exact float path in a second pass that runs only when needed.
+    // With the exact path inline in every unrolled group the prologue was
+    // several times larger (it is straight-line code run once per CTA) and
+    // K = 512 took 12.4 instead of 8.0 us at V-up M = 256 (BENCHMARKS.md,
+    // "Register-sourced weights": instruction fetch).
+    bool rare = false;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int gi = 0; gi < kG; ++gi) {
-        const uint4 v = *reinterpret_cast<const uint4*>(wrows + (r0 + 8 * h) * C::kWPitch + 16 * gi);
-        const uint32_t word = BytePerm(BytePerm(v.x, v.y, sel), BytePerm(v.z, v.w, sel), 0x5410u);
-        const U32x4 d = E2M1TablesCover(sc[h][gi]) ? E2M1x8ViaTables(word, MakeE2M1Tables(sc[h][gi]))
-                                                   : DequantBytes8(word, static_cast<uint8_t>(sc[h][gi]), nullptr);
-        // 8-k chunk c of the group: k16 step 2 gi + c / 2, half c % 2.
-        wa[2 * gi][h] = d.v[0];
-        wa[2 * gi][2 + h] = d.v[1];
-        wa[2 * gi + 1][h] = d.v[2];
-        wa[2 * gi + 1][2 + h] = d.v[3];
+        rare |= !E2M1TablesCover(sc[h][gi]);
+        place(h, gi, E2M1x8ViaTables(gathered(h, gi), MakeE2M1Tables(sc[h][gi])));
       }
+    if (rare) {  // the scale bytes are read again: keeping them live spilled (two warpgroups, K = 512)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t n = n0 + 64 * wg + r0 + 8 * h;
+        const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn;
+#pragma unroll
+        for (int gi = 0; gi < kG; ++gi) {
+          const uint32_t s = n < p.N ? srow[gi] : 127u;
+          if (!E2M1TablesCover(s)) place(h, gi, DequantBytes8(gathered(h, gi), static_cast<uint8_t>(s), nullptr));
+        }
+      }
+    }
   }
   if (pdl) {  // y may be read by the kernel before this one: store only after it finished
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
