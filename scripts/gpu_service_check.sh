@@ -11,7 +11,8 @@
 #                   sm_90a_before_wgmma.json is the table before a16wfp4_wgmma
 #                   (sm_90a_before_prmt.json, sm_90a_before_rowtiles.json,
 #                   sm_90a_before_kw16.json, sm_90a_before_rs.json,
-#                   sm_90a_before_rs_vup.json, sm_90a_before_rs_small.json: the
+#                   sm_90a_before_rs_vup.json, sm_90a_before_rs_small.json,
+#                   sm_90a_before_rs_dsv3_kup64.json: the
 #                   tables before those retunes)
 #   PRESETS         comma-separated shape presets (default glm5-tp4)
 #   TAG             report name suffix (default: none)
