@@ -53,6 +53,27 @@ TEST(TaskRunner, BuiltInKernelsPassWithTimings) {
   EXPECT_GT(r->baseline().accuracy().checked(), 0);
 }
 
+// A job can ask for extreme scale bytes (w_generator "extreme-scales"): the
+// task's case carries them and the built-in kernel still matches the
+// reference on them, in both activation modes.
+TEST(TaskRunner, ExtremeScaleWeightsReachTheKernels) {
+  KernelResolver k;
+  for (auto acts : {v1::ACTIVATIONS_BF16, v1::ACTIVATIONS_MXFP4_EVEN}) {
+    v1::TaskSpec t = Task(512);
+    t.mutable_inputs()->set_w_generator("extreme-scales");
+    t.set_activations(acts);
+    auto r = RunTask(t, k, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->baseline().accuracy().verdict(), v1::VERDICT_PASS) << r->baseline().accuracy().reason();
+    EXPECT_EQ(r->candidate().accuracy().verdict(), v1::VERDICT_PASS) << r->candidate().accuracy().reason();
+  }
+  v1::TaskSpec t = Task();
+  t.mutable_inputs()->set_x_generator("extreme-scales");  // weights only
+  const auto r = RunTask(t, k, {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("task.inputs.x_generator"), std::string::npos) << r.status();
+}
+
 TEST(TaskRunner, GpuKernelWithoutAMatchingDeviceIsAnError) {
   // The CUDA built-in library exists (built) or not; either way, without a
   // CUDA device the side is VERDICT_ERROR naming why, and the CPU side runs.
