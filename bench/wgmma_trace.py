@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Per-CTA timeline of a16wfp4_wgmma's TMA-fed kernel (a profiling build).
+"""Per-CTA timeline of a16wfp4_wgmma's TMA-fed kernel or of a16wfp4_wgmma_rs
+(--kernel; a profiling build).
 
 Needs a kernel library compiled with -DMXVAL_WGMMA_TRACE (never the shipped
 one): scripts/build_wgmma_trace.sh builds it. The kernel then records, per
@@ -21,6 +22,15 @@ gpu_bench.py times them) and prints the last call's timeline:
   epi      -> first tile's TMA store issued
   rest     -> exit (later tiles, then waiting for the stores)
   span     last CTA exit - first CTA entry (global timer)
+With --kernel a16wfp4_wgmma_rs the prologue phases are its own:
+  prologue barriers initialized -> thread 0's A fragments built, split into
+    w.issue  -> the weight rows' cp.async issued
+    s.issue  -> the scale loads issued
+    w.wait   -> the rows landed (warpgroup barrier passed)
+    deq      -> thread 0's A fragments built (prmt tables; rare pass)
+    deq.last rows landed -> the last consumer thread's A fragments built
+  x wait   A fragments built -> first x chunk landed (about 0 when the
+           chunk was already there)
 
 Usage: python3 bench/wgmma_trace.py --lib /path/libmxval_cuda_kernels_trace.so
            [--cases glm5-tp4/vup:256,dsv3-tp8/vup:64] [--config BM128_BN64_BK64_KS1_S8_W9]
@@ -41,6 +51,9 @@ SLOTS = 15
 PHASES = [("init", 0, 1), ("panel", 1, 2), ("p.entry", 1, 14), ("p.issue", 14, 11), ("p.wait", 11, 12), ("p.deq", 12, 13),
           ("p.sync", 13, 2), ("x wait", 2, 3), ("chunks", 3, 4), ("mma", 4, 5), ("epi", 5, 6),
           ("rest", 6, 9), ("1st tile", 1, 5)]
+PHASES_RS = [("init", 0, 1), ("prologue", 1, 2), ("w.issue", 1, 14), ("s.issue", 14, 11), ("w.wait", 11, 12),
+             ("deq", 12, 2), ("deq.last", 12, 13), ("x wait", 2, 3), ("chunks", 3, 4), ("mma", 4, 5), ("epi", 5, 6),
+             ("rest", 6, 9), ("1st tile", 1, 5)]
 
 
 def q(v, f):
@@ -54,7 +67,8 @@ def main():
     ap.add_argument("--table", default=os.path.join(os.path.dirname(__file__), "..", "kernels", "configs", "sm_90a.json"))
     ap.add_argument("--cases", default="dsv3-tp8/vup:64,dsv3-tp8/vup:256,glm5-tp4/vup:256,glm5-tp4/vup:1024,"
                     "glm5-tp4/kup:256,dsv3-tp8/kup:256,glm5-tp4/kup:16384")
-    ap.add_argument("--config", default="", help="a16wfp4_wgmma config name instead of the table's")
+    ap.add_argument("--kernel", default="a16wfp4_wgmma", choices=["a16wfp4_wgmma", "a16wfp4_wgmma_rs"])
+    ap.add_argument("--config", default="", help="a config name of --kernel instead of the table's")
     ap.add_argument("--variants", default="",
                     help="comma-separated NAME=VALUE environment settings, each case timed once per variant "
                          "(an empty item = the environment as is), e.g. ',MXVAL_WGMMA_RING=first'")
@@ -63,7 +77,8 @@ def main():
     lib, kernels = gb.load_kernels(args.lib)
     copy = lib.mxval_wgmma_trace_copy
     copy.argtypes, copy.restype = [C.POINTER(C.c_ulonglong), C.c_int32], C.c_int32
-    kernel, configs = kernels["a16wfp4_wgmma"]
+    kernel, configs = kernels[args.kernel]
+    phases = PHASES_RS if args.kernel == "a16wfp4_wgmma_rs" else PHASES
     ours = gb.Ours(kernel)
     table = json.load(open(args.table))
     shapes = {"%s/%s" % (s[0], s[1]): s for s in gb.SHAPES}
@@ -79,19 +94,20 @@ def main():
             cfg = next(c for c in configs if str(c) == args.config)
         else:
             _, kname, cfg = gb.table_lookup(table, op, M, N, K)
-            if kname != "a16wfp4_wgmma":
-                cfg = next(c for c in configs if c.block_m == 128 and c.block_n == 64 and c.num_stages == 8 and c.num_warps == 9)
+            if kname != args.kernel:  # the table runs another kernel here: a default config of this one
+                warps = 5 if args.kernel == "a16wfp4_wgmma_rs" else 9
+                cfg = next(c for c in configs if c.block_m == 128 and c.block_n == 64 and c.num_stages == 8 and c.num_warps == warps)
         one = gb.Problem(op, B, M, N, K, strided, bmaj, gen)
         nsets = max(2, min(16, -(-160 * 2**20 // one.min_bytes())))
         probs = [one] + [gb.Problem(op, B, M, N, K, strided, bmaj, gen) for _ in range(nsets - 1)]
         calls = [ours.call(p, cfg) for p in probs]
         for variant in args.variants.split(",") if args.variants else [""]:
-            trace_one(copy, buf, calls, name, M, cfg, variant, results)
+            trace_one(copy, buf, calls, name, M, cfg, variant, results, phases)
         with open(args.out, "w") as f:
             json.dump(results, f, separators=(",", ":"))
 
 
-def trace_one(copy, buf, calls, name, M, cfg, variant, results):
+def trace_one(copy, buf, calls, name, M, cfg, variant, results, phases=PHASES):
     """Times the calls (graph replay) with `variant` set in the environment
     (the kernel library reads its knobs per call), then prints the timeline
     of the last call."""
@@ -114,14 +130,14 @@ def trace_one(copy, buf, calls, name, M, cfg, variant, results):
                "tiles_max": max(r[7] >> 32 for r in rows), "graph_us": t["median"], "graph_us_trace_run": t2["median"],
                "ghz": ghz, "span_us": span, "phases": {}}
         out["phases"]["skew"] = sorted((r[8] - t0) / 1e3 for r in rows)
-        for ph, a, b in PHASES:
+        for ph, a, b in phases:
             out["phases"][ph] = sorted(round((r[b] - r[a]) / ghz / 1e3, 3) for r in rows if r[a] and r[b])
         out["phases"]["total"] = sorted((r[9] - r[0]) / ghz / 1e3 for r in rows)
         results.append(out)
         print("%-18s M=%-5d %-28s %s ctas %4d on %3d SMs, tiles/CTA <= %d, %.2f GHz; graph %.2f us/call, span %.2f us"
               % (name, M, cfg, variant or "(default)", out["ctas"], out["sms"], out["tiles_max"], ghz, t["median"], span))
         print("    %-8s %8s %8s %8s %8s" % ("phase", "min", "median", "p90", "max"))
-        for ph in ["skew"] + [p[0] for p in PHASES] + ["total"]:
+        for ph in ["skew"] + [p[0] for p in phases] + ["total"]:
             v = out["phases"][ph]
             if v:
                 print("    %-8s %8.2f %8.2f %8.2f %8.2f" % (ph, v[0], q(v, 0.5), q(v, 0.9), v[-1]))

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the profiling variant of the CUDA kernel library: a16wfp4_wgmma's
-# TMA-fed kernel records a per-CTA timeline (MXVAL_WGMMA_TRACE, see
-# kernels/gpu/a16wfp4_gpu.cu) that bench/wgmma_trace.py prints. Never the
-# shipped library: the marks cost registers and stores.
+# TMA-fed kernel and a16wfp4_wgmma_rs record a per-CTA timeline
+# (MXVAL_WGMMA_TRACE, see kernels/gpu/a16wfp4_gpu.cu) that
+# bench/wgmma_trace.py prints (--kernel picks which). Never the shipped
+# library: the marks cost registers and stores.
 # Usage: scripts/build_wgmma_trace.sh [OUTPUT.so]   (nvcc 13, sm_90a)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1261,6 +1261,10 @@ __device__ __forceinline__ void RequantSwizzledGroup(uint8_t* stage, int r, int 
 // entry, 11 its first loads issued, 12 its first weights back, 13 the last
 // thread's dequantization done (atomicMax over the CTA's threads). Read back through
 // mxval_wgmma_trace_copy (bench/wgmma_trace.py prints the timeline).
+// a16wfp4_wgmma_rs records the same slots where they mean the same (0, 1,
+// 3-10); its prologue: 14 the weight rows' cp.async issued, 11 the scale
+// loads issued, 12 the rows landed (warpgroup barrier passed), 2 thread
+// 0's A fragments built, 13 the last consumer thread's (atomicMax).
 #if defined(MXVAL_WGMMA_TRACE)
 constexpr int kTraceCtas = 4096, kTraceSlots = 15;
 __device__ unsigned long long g_wt_trace[kTraceCtas][kTraceSlots];
@@ -1857,6 +1861,14 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
   const int steps = my_tiles * kNk;
   const bool pdl = flags & 1;
+#if defined(MXVAL_WGMMA_TRACE)
+  MXVAL_WT_STAMP(8, GlobalTimerNs(), tid == 0);
+  MXVAL_WT_STAMP(13, 0ull, tid == 0);  // an atomicMax slot: reset before the barrier below
+  MXVAL_WT_MARK(0, tid == 0);
+  unsigned smid_;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid_));
+  MXVAL_WT_STAMP(7, (static_cast<unsigned long long>(my_tiles) << 32) | smid_, tid == 0);
+#endif
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       MbarInit(full + s, 1);
@@ -1865,6 +1877,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  MXVAL_WT_MARK(1, tid == 0);
 
   if (tid >= kConsumers) {  // the producer warp(group): one thread runs the x ring
     if (WGS == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
@@ -1902,6 +1915,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     }
   }
   CpAsyncCommit();
+  MXVAL_WT_MARK(14, tid == 0);
   uint32_t wa[K / 16][4];
   {
     const int r0 = 16 * warp + lane / 4;
@@ -1913,8 +1927,10 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
 #pragma unroll
       for (int gi = 0; gi < kG; ++gi) sc[h][gi] = n < p.N ? srow[gi] : 127u;  // past N: code 0 with scale 2^0
     }
+    MXVAL_WT_MARK(11, tid == 0);
     CpAsyncWait<0>();
     NamedBarrier(2 + wg, 128);
+    MXVAL_WT_MARK(12, tid == 0);
     const uint32_t sel = static_cast<uint32_t>(t) | static_cast<uint32_t>(t + 4) << 4;  // byte t of each word
     // The row's group gi as the 8 codes this thread holds.
     auto gathered = [&](int h, int gi) {
@@ -1956,6 +1972,8 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
       }
     }
   }
+  MXVAL_WT_MARK(2, tid == 0);
+  MXVAL_WT_MAX(13);
   if (pdl) {  // y may be read by the kernel before this one: store only after it finished
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -1973,6 +1991,8 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     for (int kc = 0; kc < kNk; ++kc) {
       const int step = ti * kNk + kc, st = step % STAGES;
       MbarWait(full + st, (step / STAGES) & 1);
+      MXVAL_WT_MARK(3, tid == 0 && step == 0);
+      MXVAL_WT_MARK(4, tid == 0 && step == kNk - 1);
       if (MX) {  // each of the stage's BM x 2 groups re-quantized by one consumer thread
         for (int q = tid; q < BM * 2; q += kConsumers) RequantSwizzledGroup(xs + st * C::kXStage, q / 2, q % 2);
         FenceProxyAsync();
@@ -1993,6 +2013,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
         continue;
       }
       WgmmaWait<0>();
+      MXVAL_WT_MARK(5, tid == 0 && ti == 0);
       if (lane == 0) {
         if (pending >= 0) MbarArrive(empty + pending % STAGES);
         MbarArrive(empty + st);
@@ -2023,11 +2044,16 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
         }
         BulkCommit();
       }
+      MXVAL_WT_MARK(6, tid == 0 && ti == 0);
       out_buf = bufs == 2 ? out_buf ^ 1 : 0;
     }
   }
   WgmmaWait<0>();
   if (tid % 128 == 0) BulkWaitAll();  // shared memory must outlive the stores' reads
+#if defined(MXVAL_WGMMA_TRACE)
+  MXVAL_WT_MARK(9, tid == 0);
+  MXVAL_WT_STAMP(10, GlobalTimerNs(), tid == 0);
+#endif
 }
 
 // Compiled variants: (warpgroups along M, BN, stages). Up to STAGES - 2
