@@ -197,7 +197,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   f.String("config", &config_text, "use this config for every case, e.g. BM32_BN64_BK64_KS1");
   f.String("activations", &acts, "bf16 | mxfp4-even");
   f.String("x-gen", &xgen, "activation generator: normal[:sigma] | mxfp4-exact | heavy-tail[:p] | uniform-codes");
-  f.String("w-gen", &wgen, "weight generator (then quantized with --w-rule): as --x-gen, or extreme-scales (E8M0 scale bytes 0/1/253/254 in a third of the groups, x rescaled there)");
+  f.String("w-gen", &wgen, "weight generator (then quantized with --w-rule): as --x-gen, or extreme-scales (E8M0 scale bytes 0/1/253/254 in two thirds of the (batch, group) pairs, x rescaled there)");
   f.String("w-rule", &wrule, "weight scale rule: floor | even | rceil");
   f.Int("seed", &seed, "input seed");
   f.Int("reps", &reps, "timed kernel repetitions (best is reported)");

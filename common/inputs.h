@@ -8,11 +8,11 @@
 //   heavy-tail[:p]        N(0,1) with a fraction p (default 1e-3) of outliers
 //                         scaled x100, plus per-row magnitude spread
 //   uniform-codes         every E2M1 code equally likely, scales 2^[-2, 2]
-//   extreme-scales        weights only: normal values, then in about a third
-//                         of the (batch, 32-K group) pairs each the scale
-//                         bytes sit at the ends of E8M0 (0/1 = 2^-127/2^-126,
-//                         or 253/254 = 2^126/2^127, codes there limited to
-//                         |e| <= 1.5) and the activations of that group are
+//   extreme-scales        weights only: normal values, then in about two
+//                         thirds of the (batch, 32-K group) pairs the scale
+//                         bytes sit at the ends of E8M0 (a third 0/1 =
+//                         2^-127/2^-126, a third 253/254 = 2^126/2^127 with
+//                         codes limited to |e| <= 1.5) and the activations of that group are
 //                         rescaled (x ~ 2^124 or 2^-124) so the products stay
 //                         normal floats and count in the sums. It reaches the
 //                         kernels' rare exact dequant path (dequantized
