@@ -1286,7 +1286,29 @@ __device__ __forceinline__ unsigned TraceCta() { return blockIdx.x + gridDim.x *
     const unsigned long long now_ = clock64();                                                    \
     if (TraceCta() < kTraceCtas) atomicMax(&g_wt_trace[TraceCta()][slot], now_);                  \
   } while (0)
+// Entry (slots 8, 0, 7; slot 13 reset for MXVAL_WT_MAX) and exit (9, 10),
+// the same in every traced kernel.
+#define MXVAL_WT_ENTER(tid, tiles)                                                         \
+  do {                                                                                     \
+    MXVAL_WT_STAMP(8, GlobalTimerNs(), (tid) == 0);                                        \
+    MXVAL_WT_STAMP(13, 0ull, (tid) == 0);                                                  \
+    MXVAL_WT_MARK(0, (tid) == 0);                                                          \
+    unsigned smid_;                                                                        \
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid_));                                     \
+    MXVAL_WT_STAMP(7, (static_cast<unsigned long long>(tiles) << 32) | smid_, (tid) == 0); \
+  } while (0)
+#define MXVAL_WT_EXIT(tid)                           \
+  do {                                               \
+    MXVAL_WT_MARK(9, (tid) == 0);                    \
+    MXVAL_WT_STAMP(10, GlobalTimerNs(), (tid) == 0); \
+  } while (0)
 #else
+#define MXVAL_WT_ENTER(tid, tiles) \
+  do {                             \
+  } while (0)
+#define MXVAL_WT_EXIT(tid) \
+  do {                     \
+  } while (0)
 #define MXVAL_WT_MARK(slot, cond) \
   do {                            \
   } while (0)
@@ -1620,14 +1642,7 @@ __global__ void __launch_bounds__(288, 1)
   const int64_t mtiles = (p.M + BM - 1) / BM;
   const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
   const int steps = my_tiles * nk;
-#if defined(MXVAL_WGMMA_TRACE)
-  MXVAL_WT_STAMP(8, GlobalTimerNs(), tid == 0);
-  MXVAL_WT_STAMP(13, 0ull, tid == 0);  // an atomicMax slot: reset before the barrier below
-  MXVAL_WT_MARK(0, tid == 0);
-  unsigned smid_;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid_));
-  MXVAL_WT_STAMP(7, (static_cast<unsigned long long>(my_tiles) << 32) | smid_, tid == 0);
-#endif
+  MXVAL_WT_ENTER(tid, my_tiles);  // resets slot 13 before the barrier below
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       MbarInit(full + s, 1);
@@ -1765,10 +1780,7 @@ __global__ void __launch_bounds__(288, 1)
   }
   WgmmaWait<0>();
   if (TS && tid % 128 == 0) BulkWaitAll();  // shared memory must outlive the stores' reads
-#if defined(MXVAL_WGMMA_TRACE)
-  MXVAL_WT_MARK(9, tid == 0);
-  MXVAL_WT_STAMP(10, GlobalTimerNs(), tid == 0);
-#endif
+  MXVAL_WT_EXIT(tid);
 }
 
 // ---- Register-sourced weights ("a16wfp4_wgmma_rs", sm_90a): y^T = w x^T.
@@ -1861,14 +1873,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
   const int steps = my_tiles * kNk;
   const bool pdl = flags & 1;
-#if defined(MXVAL_WGMMA_TRACE)
-  MXVAL_WT_STAMP(8, GlobalTimerNs(), tid == 0);
-  MXVAL_WT_STAMP(13, 0ull, tid == 0);  // an atomicMax slot: reset before the barrier below
-  MXVAL_WT_MARK(0, tid == 0);
-  unsigned smid_;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid_));
-  MXVAL_WT_STAMP(7, (static_cast<unsigned long long>(my_tiles) << 32) | smid_, tid == 0);
-#endif
+  MXVAL_WT_ENTER(tid, my_tiles);  // resets slot 13 before the barrier below
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       MbarInit(full + s, 1);
@@ -2050,10 +2055,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   }
   WgmmaWait<0>();
   if (tid % 128 == 0) BulkWaitAll();  // shared memory must outlive the stores' reads
-#if defined(MXVAL_WGMMA_TRACE)
-  MXVAL_WT_MARK(9, tid == 0);
-  MXVAL_WT_STAMP(10, GlobalTimerNs(), tid == 0);
-#endif
+  MXVAL_WT_EXIT(tid);
 }
 
 // Compiled variants: (warpgroups along M, BN, stages). Up to STAGES - 2
