@@ -186,8 +186,34 @@ MXVAL_HD uint32_t BytePerm(uint32_t a, uint32_t b, uint32_t sel) {
 #endif
 }
 
+// PTX prmt.b32 in its default mode, for selectors computed at run time:
+// result byte i is byte (sel >> 4i) & 7 of {a, b}, or, when bit 3 of that
+// selector nibble is set, that byte's bit 7 copied into all eight bits.
+// __byte_perm ignores bit 3, which ptxas pays for with a LOP3 that masks
+// every run-time selector (two per output word in the lookups below,
+// seen in the sm_90a SASS); the selectors fed to this one have bit 3 clear
+// by construction, so both agree on them. The host version is the full
+// PTX semantics, so the CPU self-test would catch a selector with bit 3 set.
+MXVAL_HD uint32_t Prmt(uint32_t a, uint32_t b, uint32_t sel) {
+#if defined(__CUDA_ARCH__)
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+#else
+  const uint64_t ab = static_cast<uint64_t>(a) | (static_cast<uint64_t>(b) << 32);
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t n = (sel >> (4 * i)) & 0xFu;
+    uint32_t byte = static_cast<uint32_t>((ab >> (8 * (n & 7u))) & 0xFFu);
+    if (n & 8u) byte = (byte & 0x80u) != 0 ? 0xFFu : 0u;
+    r |= byte << (8 * i);
+  }
+  return r;
+#endif
+}
+
 // Low bytes {lo0, lo1} and high bytes {hi0, hi1} of the 8 magnitudes' bf16
-// bits for one scale byte.
+// bits for one scale byte (entry 0, the zero code, is 0 in both).
 struct E2M1Tables {
   uint32_t lo0, lo1, hi0, hi1;
 };
@@ -200,18 +226,28 @@ MXVAL_HD E2M1Tables MakeE2M1Tables(uint32_t s) {
 }
 // Four packed bytes (8 codes, low nibble first) -> four bf16x2 words (word j:
 // byte j's low nibble in the low half), scaled by the tables' scale.
+// The codes' magnitudes (signs cleared, so no selector nibble has bit 3 set)
+// are themselves prmt selectors: the low 16 bits of `idx` select the table
+// bytes of codes (lo0, hi0, lo1, hi1), four lookups cover all 8 codes in
+// low and high bytes, the sign bits are OR-ed into the high bytes (bit 7 of
+// each byte of `sgn` is one code's sign), and one prmt per word interleaves
+// low and high bytes into two bf16 halves: 15 integer instructions for the
+// 8 codes. The first version (one selector per word, masked copies,
+// __byte_perm) took about 40 and, at K = 512, kept the register-sourced
+// kernel's prologue integer-issue bound (BENCHMARKS.md, "Prologue
+// dequantization").
 MXVAL_HD U32x4 E2M1x8ViaTables(uint32_t bytes, const E2M1Tables& t) {
-  const uint32_t lo_idx = bytes & 0x07070707u, hi_idx = (bytes >> 4) & 0x07070707u, lo_sign = bytes << 4;
+  const uint32_t idx = bytes & 0x77777777u, idx_hi = idx >> 16, shifted = bytes << 4;
+  const uint32_t lo01 = Prmt(t.lo0, t.lo1, idx), lo23 = Prmt(t.lo0, t.lo1, idx_hi);
+  // Byte k of sgn01 / sgn23: bit 7 = the sign of code k in (lo0, hi0, lo1, hi1) / (lo2, hi2, lo3, hi3).
+  const uint32_t sgn01 = BytePerm(shifted, bytes, 0x5140u), sgn23 = BytePerm(shifted, bytes, 0x7362u);
+  const uint32_t hi01 = Prmt(t.hi0, t.hi1, idx) | (sgn01 & 0x80808080u);
+  const uint32_t hi23 = Prmt(t.hi0, t.hi1, idx_hi) | (sgn23 & 0x80808080u);
   U32x4 r;
-  for (uint32_t j = 0; j < 4; ++j) {
-    // Selector nibble 0 = low code's index, nibble 2 = high code's (for the
-    // low-byte table); shifted by 4 they pick the high bytes into bytes 1, 3.
-    const uint32_t sel = BytePerm(lo_idx, hi_idx, j | (4u + j) << 4);
-    const uint32_t mag = (BytePerm(t.lo0, t.lo1, sel) & 0x00FF00FFu) | (BytePerm(t.hi0, t.hi1, sel << 4) & 0xFF00FF00u);
-    // Sign bits 3 and 7 of byte j to bits 15 and 31.
-    const uint32_t sign = BytePerm(lo_sign, bytes, j << 4 | (4u + j) << 12);
-    r.v[j] = mag | (sign & 0x80008000u);
-  }
+  r.v[0] = BytePerm(lo01, hi01, 0x5140u);
+  r.v[1] = BytePerm(lo01, hi01, 0x7362u);
+  r.v[2] = BytePerm(lo23, hi23, 0x5140u);
+  r.v[3] = BytePerm(lo23, hi23, 0x7362u);
   return r;
 }
 // DequantBytes8 without the shared-memory table, same results bit for bit.
