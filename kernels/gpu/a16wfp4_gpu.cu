@@ -1956,6 +1956,10 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     // several times larger (it is straight-line code run once per CTA) and
     // K = 512 took 12.4 instead of 8.0 us at V-up M = 256 (BENCHMARKS.md,
     // "Register-sourced weights": instruction fetch).
+    // Building each chunk's fragments just before its MMAs in the first tile
+    // (so integer and tensor-core work overlap) was measured slower on every
+    // V-up row, 1.18-1.23x at M <= 256 and 1.02-1.10x at M = 1024-16384, with
+    // the later tiles slowed too (BENCHMARKS.md, "Prologue dequantization").
     bool rare = false;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
