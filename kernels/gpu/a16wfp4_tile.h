@@ -173,19 +173,6 @@ MXVAL_HD U32x4 DequantBytes8(uint32_t bytes, uint8_t sbyte, const DequantLut* lu
 // unpack + FMUL + repack on sm_90a (BENCHMARKS.md). Other scale bytes take
 // DequantBytes8's exact float path.
 
-// Byte selection of two 32-bit words (PTX prmt / __byte_perm): result byte i
-// is byte (sel >> 4i) & 7 of the 8 bytes {a, b} (a's bytes first).
-MXVAL_HD uint32_t BytePerm(uint32_t a, uint32_t b, uint32_t sel) {
-#if defined(__CUDA_ARCH__)
-  return __byte_perm(a, b, sel);
-#else
-  const uint64_t ab = static_cast<uint64_t>(a) | (static_cast<uint64_t>(b) << 32);
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>((ab >> (8 * ((sel >> (4 * i)) & 7u))) & 0xFFu) << (8 * i);
-  return r;
-#endif
-}
-
 // PTX prmt.b32 in its default mode, for selectors computed at run time:
 // result byte i is byte (sel >> 4i) & 7 of {a, b}, or, when bit 3 of that
 // selector nibble is set, that byte's bit 7 copied into all eight bits.
@@ -209,6 +196,15 @@ MXVAL_HD uint32_t Prmt(uint32_t a, uint32_t b, uint32_t sel) {
     r |= byte << (8 * i);
   }
   return r;
+#endif
+}
+// Byte selection of two 32-bit words (__byte_perm): result byte i
+// is byte (sel >> 4i) & 7 of the 8 bytes {a, b} (a's bytes first).
+MXVAL_HD uint32_t BytePerm(uint32_t a, uint32_t b, uint32_t sel) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(a, b, sel);
+#else
+  return Prmt(a, b, sel & 0x7777u);  // __byte_perm: bit 3 of each nibble ignored
 #endif
 }
 
