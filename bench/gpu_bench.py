@@ -407,7 +407,9 @@ def main():
                         continue
                     if kn.endswith("decode") and M > 256:
                         continue
-                    for ks in (1, 2, 4) if M <= 64 and kn in ("a16wfp4_tc", "a16wfp4_simt") else (1,):
+                    # a16wfp4_tc / simt split K through a workspace at any NUM_KSPLIT; the others
+                    # list each NUM_KSPLIT they compile (a16wfp4_wgmma_rs: the cluster size).
+                    for ks in (1, 2, 4) if M <= 64 and kn in ("a16wfp4_tc", "a16wfp4_simt") else (c.ksplit,):
                         cc = TileConfig(c.block_m, c.block_n, c.block_k, ks, c.num_stages, c.num_warps)
                         if args.sweep_match and not re.search(args.sweep_match, tag.get(kn, "") + str(cc)):
                             continue

@@ -47,13 +47,13 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import gpu_bench as gb  # noqa: E402
 
-SLOTS = 15
+SLOTS = 16
 PHASES = [("init", 0, 1), ("panel", 1, 2), ("p.entry", 1, 14), ("p.issue", 14, 11), ("p.wait", 11, 12), ("p.deq", 12, 13),
           ("p.sync", 13, 2), ("x wait", 2, 3), ("chunks", 3, 4), ("mma", 4, 5), ("epi", 5, 6),
           ("rest", 6, 9), ("1st tile", 1, 5)]
 PHASES_RS = [("init", 0, 1), ("prologue", 1, 2), ("w.issue", 1, 14), ("s.issue", 14, 11), ("w.wait", 11, 12),
              ("deq", 12, 2), ("deq.last", 12, 13), ("x wait", 2, 3), ("chunks", 3, 4), ("mma", 4, 5), ("epi", 5, 6),
-             ("rest", 6, 9), ("1st tile", 1, 5)]
+             ("rest", 6, 9), ("1st tile", 1, 5), ("red.wait", 5, 15), ("red.rest", 15, 6)]
 
 
 def q(v, f):
@@ -141,6 +141,21 @@ def trace_one(copy, buf, calls, name, M, cfg, variant, results, phases=PHASES):
             v = out["phases"][ph]
             if v:
                 print("    %-8s %8.2f %8.2f %8.2f %8.2f" % (ph, v[0], q(v, 0.5), q(v, 0.9), v[-1]))
+        if cfg.ksplit > 1:  # split-K: rows are CTA-linear, so a row's cluster rank is its index % NUM_KSPLIT
+            rows_all = [list(buf[i * SLOTS:(i + 1) * SLOTS]) for i in range(4096)]
+            for rank in range(cfg.ksplit):
+                sel = [r for i, r in enumerate(rows_all) if r[8] != 0 and i % cfg.ksplit == rank]
+                if not sel:
+                    continue
+                ent = sorted((r[8] - t0) / 1e3 for r in sel)
+                ext = sorted((r[10] - t0) / 1e3 for r in sel)
+                tot = sorted((r[9] - r[0]) / ghz / 1e3 for r in sel)
+                print("    rank %d: %d CTAs, entry median %.2f us, exit median %.2f (p90 %.2f), total median %.2f"
+                      % (rank, len(sel), q(ent, 0.5), q(ext, 0.5), q(ext, 0.9), q(tot, 0.5)))
+                for ph, a, b in phases:
+                    v = sorted((r[b] - r[a]) / ghz / 1e3 for r in sel if r[a] and r[b])
+                    if v:
+                        print("      %-8s median %6.2f p90 %6.2f" % (ph, q(v, 0.5), q(v, 0.9)))
         sys.stdout.flush()
 
 

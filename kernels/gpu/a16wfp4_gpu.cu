@@ -509,20 +509,36 @@ bool PdlRequested() {
 // dependent launch): it may start while the kernel before it on the stream
 // is still running, and must wait (griddepcontrol.wait) before it reads
 // that kernel's outputs or writes anything that kernel may read.
+// LaunchEx: optionally with PDL and / or in clusters of `cluster_x` CTAs
+// along x (1: no cluster attribute).
 template <typename... Params, typename... Args>
-cudaError_t LaunchWithPdl(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, void* stream,
-                          Args&&... args) {
+cudaError_t LaunchEx(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, void* stream, bool pdl,
+                     int cluster_x, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(static_cast<unsigned>(threads));
   cfg.dynamicSmemBytes = smem;
   cfg.stream = static_cast<cudaStream_t>(stream);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster_x > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = static_cast<unsigned>(cluster_x);
+    attr[n].val.clusterDim.y = 1;
+    attr[n++].val.clusterDim.z = 1;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args&&>(args)...);
+}
+template <typename... Params, typename... Args>
+cudaError_t LaunchWithPdl(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, void* stream,
+                          Args&&... args) {
+  return LaunchEx(kernel, grid, threads, smem, stream, true, 1, static_cast<Args&&>(args)...);
 }
 #endif
 
@@ -1264,9 +1280,11 @@ __device__ __forceinline__ void RequantSwizzledGroup(uint8_t* stage, int r, int 
 // a16wfp4_wgmma_rs records the same slots where they mean the same (0, 1,
 // 3-10); its prologue: 14 the weight rows' cp.async issued, 11 the scale
 // loads issued, 12 the rows landed (warpgroup barrier passed), 2 thread
-// 0's A fragments built, 13 the last consumer thread's (atomicMax).
+// 0's A fragments built, 13 the last consumer thread's (atomicMax); with
+// split-K, 15 rank 0's wait for the partial tiles returned (first tile),
+// and 6 on the other ranks their partial tile sent (first tile).
 #if defined(MXVAL_WGMMA_TRACE)
-constexpr int kTraceCtas = 4096, kTraceSlots = 15;
+constexpr int kTraceCtas = 4096, kTraceSlots = 16;
 __device__ unsigned long long g_wt_trace[kTraceCtas][kTraceSlots];
 __device__ __forceinline__ unsigned long long GlobalTimerNs() {
   unsigned long long t;
@@ -1534,16 +1552,28 @@ __device__ __forceinline__ void MbarExpectTx(uint64_t* bar, uint32_t bytes) {
 __device__ __forceinline__ void MbarArrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddr(bar)) : "memory");
 }
-// Waits until the phase with this parity has completed.
+// Waits until the phase with this parity has completed. kCluster: with
+// cluster-scope acquire, for phases completed by other CTAs' arrivals or
+// stores (split-K).
+template <bool kCluster = false>
 __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
   const uint32_t addr = SmemAddr(bar);
   uint32_t done = 0;
   while (!done) {
-    asm volatile(
-        "{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
+    if constexpr (kCluster) {
+      asm volatile(
+          "{\n.reg .pred P;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, "
+          "P;\n}\n"
+          : "=r"(done)
+          : "r"(addr), "r"(parity)
+          : "memory");
+    } else {
+      asm volatile(
+          "{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
+          : "=r"(done)
+          : "r"(addr), "r"(parity)
+          : "memory");
+    }
   }
 }
 __device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
@@ -1593,6 +1623,37 @@ __device__ __forceinline__ void BulkWaitRead() {
   asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 __device__ __forceinline__ void BulkWaitAll() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// Thread block clusters (split-K through distributed shared memory).
+// ClusterMap: the shared::cluster address of CTA `rank`'s copy of a local
+// shared-memory address. Only arrivals may target another CTA's mbarrier;
+// waits are local (MbarWait<true>: cluster-scope acquire, so that the remote
+// stores the arrivals released are visible).
+__device__ __forceinline__ uint32_t ClusterRank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t ClusterMap(uint32_t local, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(local), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void MbarArriveRemote(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
+}
+// 16 bytes into another CTA's shared memory; the store's completion counts
+// 16 bytes against that CTA's mbarrier (its transaction count), so the
+// receiver waits for the data itself, with no separate arrival.
+__device__ __forceinline__ void StAsyncF32x4(uint32_t addr, float a, float b, float c, float d, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(addr),
+               "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
+               : "memory");
+}
+// Every thread of every CTA of the cluster (none may have exited).
+__device__ __forceinline__ void ClusterSync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ void Stmatrix4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
                "r"(r2), "r"(r3)
@@ -1803,6 +1864,15 @@ __global__ void __launch_bounds__(288, 1)
 // stmatrix.trans into a 128-byte-swizzled (BM x 64 n) box and stored by
 // TMA. Rows past N load as zeros and are clipped by the copy engine, as are
 // rows past M (read as zeros by the x copies).
+// Split-K (NUM_KSPLIT = KS > 1): a cluster of KS CTAs shares (batch, weight
+// rows, M tiles); CTA rank r holds K range [r K / KS, (r + 1) K / KS) in
+// registers and streams only that range of x. Per tile, ranks 1..KS-1 write
+// their fp32 accumulators into rank 0's shared memory with st.async, whose
+// bytes complete rank 0's `red_full` mbarrier; rank 0 adds them in rank order
+// (deterministic), frees the slots (a remote arrival on each rank's
+// `red_free`, except after the last tile, when the other CTAs may be gone)
+// and stores the tile. At small M this spreads one tile's dequantization
+// and MMA chain over KS SMs.
 __device__ __forceinline__ void StmatrixTrans4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
                "r"(r1), "r"(r2), "r"(r3)
@@ -1839,24 +1909,31 @@ template <int WGS>
 constexpr int RsThreads() {
   return WGS == 1 ? 160 : 384;
 }
-template <int BM, int WGS, int STAGES, int K>
+// K: the K range a CTA holds (all of K, or K / KS with split-K).
+template <int BM, int WGS, int STAGES, int K, int KS = 1>
 struct RsConfig {
   // kWPitch: a staged weight row (K/2 bytes) plus 16, so the eight rows a
   // warp reads at once fall in eight different 16-byte bank groups.
+  // kRedSlot: one rank's fp32 partial tile (every consumer thread's BM/2
+  // accumulators), KS - 1 of them (on every rank, used on rank 0).
   static constexpr int kXStage = BM * 128, kOut = BM * 128, kWPitch = K / 2 + 16;
+  static constexpr int kRedSlot = KS > 1 ? 128 * WGS * (BM / 2) * 4 : 0;
   static size_t Smem(int bufs) {
     return 1024 + size_t{STAGES} * kXStage + static_cast<size_t>(bufs) * WGS * kOut + size_t{WGS} * 64 * kWPitch +
-           2 * STAGES * sizeof(uint64_t);
+           size_t{KS - 1} * kRedSlot + (2 * STAGES + 2) * sizeof(uint64_t);
   }
   static_assert(BM % 64 == 0 && BM <= 256 && STAGES >= 2, "wgmma N and TMA box limits");
   static_assert(WGS == 1 || WGS == 2, "one consumer warpgroup with a producer warp, or two with a producer warpgroup");
+  static_assert(KS >= 1 && KS <= 8, "a portable cluster holds at most 8 CTAs");
 };
 
-template <int BM, int WGS, int K, int STAGES, bool MX, int MINB>
+// K: the K range this CTA holds in registers (K / KS of the problem's K
+// with split-K over a cluster of KS CTAs along x).
+template <int BM, int WGS, int K, int KS, int STAGES, bool MX, int MINB>
 __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     A16wfp4WgmmaRsKernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap ymap,
                          GemmParams p, int groups, int bufs, int flags) {
-  using C = RsConfig<BM, WGS, STAGES, K>;
+  using C = RsConfig<BM, WGS, STAGES, K, KS>;
   constexpr int kConsumers = 128 * WGS, kNk = K / 64, kG = K / 32;
   static_assert(K % 64 == 0 && K <= 512, "K is held in registers, in 64-wide x chunks");
   extern __shared__ uint4 rs_smem_raw[];
@@ -1865,10 +1942,15 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   uint8_t* xs = smem;
   uint8_t* ystage = xs + STAGES * C::kXStage;
   uint8_t* wstage = ystage + bufs * WGS * C::kOut;  // WGS x 64 staged weight rows
-  uint64_t* full = reinterpret_cast<uint64_t*>(wstage + WGS * 64 * C::kWPitch);
+  uint8_t* red = wstage + WGS * 64 * C::kWPitch;    // split-K partial tiles (rank 0's are read)
+  uint64_t* full = reinterpret_cast<uint64_t*>(red + (KS - 1) * C::kRedSlot);
   uint64_t* empty = full + STAGES;
+  uint64_t* red_full = empty + STAGES;  // split-K: rank 0 waits for the KS - 1 partial tiles
+  uint64_t* red_free = red_full + 1;    // split-K: rank r > 0 waits until rank 0 has read its slot
   const int tid = threadIdx.x, lane = tid % 32;
-  const int64_t b = blockIdx.z, n0 = static_cast<int64_t>(blockIdx.x) * (64 * WGS);
+  const int rank = KS > 1 ? static_cast<int>(ClusterRank()) : 0;
+  const int64_t b = blockIdx.z, n0 = static_cast<int64_t>(blockIdx.x / KS) * (64 * WGS);
+  const int k0 = rank * K;  // this CTA's K range starts here
   const int64_t mtiles = (p.M + BM - 1) / BM;
   const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
   const int steps = my_tiles * kNk;
@@ -1879,9 +1961,15 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
       MbarInit(full + s, 1);
       MbarInit(empty + s, 4 * WGS);  // one arrival per consuming warp
     }
+    MbarInit(red_full, 1);          // rank 0's expect-tx; the partial tiles' bytes complete it
+    MbarInit(red_free, 4 * WGS);    // one arrival per consumer warp of rank 0
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  if (KS > 1) {
+    ClusterSync();  // no remote arrival before the cluster's barriers are initialized
+  } else {
+    __syncthreads();
+  }
   MXVAL_WT_MARK(1, tid == 0);
 
   if (tid >= kConsumers) {  // the producer warp(group): one thread runs the x ring
@@ -1895,7 +1983,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
         if (step >= STAGES) MbarWait(empty + st, ((step / STAGES) & 1) ^ 1);
         const int m0 = static_cast<int>((blockIdx.y + static_cast<int64_t>(step / kNk) * groups) * BM);
         MbarExpectTx(full + st, C::kXStage);
-        TmaLoad3d(xs + st * C::kXStage, &xmap, (step % kNk) * 64, m0, static_cast<int>(b), full + st);
+        TmaLoad3d(xs + st * C::kXStage, &xmap, k0 + (step % kNk) * 64, m0, static_cast<int>(b), full + st);
       }
     }
     return;
@@ -1916,7 +2004,8 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     const int64_t n = n0 + 64 * wg + r;
     const bool ok = i < 64 * kG && n < p.N;
     if (i < 64 * kG) {
-      CpAsync16(wrows + r * C::kWPitch + 16 * gi, ok ? p.wp + b * p.wp_sb + n * p.wp_sn + 16 * gi : p.wp, ok ? 16 : 0);
+      CpAsync16(wrows + r * C::kWPitch + 16 * gi, ok ? p.wp + b * p.wp_sb + n * p.wp_sn + k0 / 2 + 16 * gi : p.wp,
+                ok ? 16 : 0);
     }
   }
   CpAsyncCommit();
@@ -1928,7 +2017,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t n = n0 + 64 * wg + r0 + 8 * h;
-      const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn;
+      const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn + k0 / 32;
 #pragma unroll
       for (int gi = 0; gi < kG; ++gi) sc[h][gi] = n < p.N ? srow[gi] : 127u;  // past N: code 0 with scale 2^0
     }
@@ -1972,7 +2061,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t n = n0 + 64 * wg + r0 + 8 * h;
-        const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn;
+        const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn + k0 / 32;
 #pragma unroll
         for (int gi = 0; gi < kG; ++gi) {
           const uint32_t s = n < p.N ? srow[gi] : 127u;
@@ -2029,6 +2118,45 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
       }
       pending = -1;
       FenceRegs(acc);
+      if (KS > 1) {
+        // Split-K: thread tid's accumulators go to the same thread of rank 0,
+        // 16 bytes per store, consecutive threads in consecutive 16 bytes.
+        if (rank != 0) {
+          if (ti > 0) MbarWait<true>(red_free, (ti - 1) & 1);  // rank 0 has read tile ti - 1
+          const uint32_t dst = ClusterMap(SmemAddr(red + (rank - 1) * C::kRedSlot), 0);
+          const uint32_t bar = ClusterMap(SmemAddr(red_full), 0);
+#pragma unroll
+          for (int i = 0; i < BM / 2; i += 4) {
+            StAsyncF32x4(dst + ((i / 4) * kConsumers + tid) * 16, acc[i], acc[i + 1], acc[i + 2], acc[i + 3], bar);
+          }
+          MXVAL_WT_MARK(6, tid == 0 && ti == 0);
+          continue;  // rank 0 stores the tile
+        }
+        // Bytes may land before this expect-tx (the count goes negative);
+        // they cannot belong to the next tile, which waits for red_free.
+        if (tid == 0) MbarExpectTx(red_full, (KS - 1) * C::kRedSlot);
+        MbarWait<true>(red_full, ti & 1);
+        MXVAL_WT_MARK(15, tid == 0 && ti == 0);
+#pragma unroll
+        for (int r = 1; r < KS; ++r) {
+          const float4* part = reinterpret_cast<const float4*>(red + (r - 1) * C::kRedSlot);
+#pragma unroll
+          for (int i = 0; i < BM / 2; i += 4) {
+            const float4 v = part[(i / 4) * kConsumers + tid];
+            acc[i] += v.x;
+            acc[i + 1] += v.y;
+            acc[i + 2] += v.z;
+            acc[i + 3] += v.w;
+          }
+        }
+        if (ti + 1 < my_tiles) {  // after the last tile the other ranks may have exited
+          __syncwarp();             // the warp's reads are done before its slot is released
+          if (lane == 0) {
+#pragma unroll
+            for (int r = 1; r < KS; ++r) MbarArriveRemote(ClusterMap(SmemAddr(red_free), r));
+          }
+        }
+      }
       // The staging area used `bufs` tiles ago must have been read by its
       // store (the issuing thread waits, the warpgroup syncs); the tile goes
       // in, is made visible to the async proxy, and one thread sends it.
@@ -2124,30 +2252,46 @@ constexpr int kNumWt = sizeof(kWtEntries) / sizeof(kWtEntries[0]);
 // runs one CTA per SM at K = 512). The rings are deep: with 4 stages (half
 // a K = 512 tile) GLM-5 V-up M = 16384 took 141 us, with 8 122 us
 // (BENCHMARKS.md, "Register-sourced weights").
+// Split-K variants (NUM_KSPLIT = cluster size; a CTA holds K / NUM_KSPLIT):
+// for small M, where one CTA per (batch, 64 weight rows, M tile) leaves
+// SMs idle and its prologue and MMA chain are the call's latency. They are
+// compiled for the K of the model shapes that K / NUM_KSPLIT keeps a
+// multiple of 64: 128 / 256 / 512 (two ranks, 64 rows), 512 (four ranks,
+// 4 stages: two CTAs fit an SM), 256 / 512 (two ranks, 128 rows). On the
+// model shapes at M <= 256 they measured slower than the unsplit configs
+// (the entry cluster barrier, later weight rows and the partial tile's
+// transfer cost more than the halved prologue saves: BENCHMARKS.md, "Split-K
+// over a thread-block cluster"); no table bucket uses them.
 #define MXVAL_RS_K(X, BM, WGS, ST, MINB, MINB512) \
-  X(BM, WGS, ST, MINB, 128) X(BM, WGS, ST, MINB, 192) X(BM, WGS, ST, MINB, 256) X(BM, WGS, ST, MINB512, 512)
-#define MXVAL_RS_CONFIGS(X) MXVAL_RS_K(X, 128, 2, 8, 1, 1) MXVAL_RS_K(X, 128, 1, 8, 1, 1) MXVAL_RS_K(X, 64, 1, 10, 2, 1)
+  X(BM, WGS, ST, MINB, 1, 128) X(BM, WGS, ST, MINB, 1, 192) X(BM, WGS, ST, MINB, 1, 256) X(BM, WGS, ST, MINB512, 1, 512)
+#define MXVAL_RS_CONFIGS(X)                                                                                       \
+  MXVAL_RS_K(X, 128, 2, 8, 1, 1) MXVAL_RS_K(X, 128, 1, 8, 1, 1) MXVAL_RS_K(X, 64, 1, 10, 2, 1) X(64, 1, 8, 2, 2, 128) \
+  X(64, 1, 8, 2, 2, 256) X(64, 1, 8, 2, 2, 512) X(64, 1, 4, 2, 4, 512) X(128, 1, 8, 1, 2, 256) X(128, 1, 8, 1, 2, 512)
 struct RsEntry {
   mxval_tile_config config;
   int K;
   size_t (*smem)(int bufs);
   WtKernel kernel[2];  // [mxfp4-even]
 };
-#define MXVAL_RS_ENTRY(BM, WGS, ST, MINB, K)                                               \
-  {{BM, 64 * WGS, 64, 1, ST, RsThreads<WGS>() / 32},                                        \
-   K,                                                                                      \
-   RsConfig<BM, WGS, ST, K>::Smem,                                                            \
-   {A16wfp4WgmmaRsKernel<BM, WGS, K, ST, false, MINB>, A16wfp4WgmmaRsKernel<BM, WGS, K, ST, true, MINB>}},
+#define MXVAL_RS_ENTRY(BM, WGS, ST, MINB, KS, K)       \
+  {{BM, 64 * WGS, 64, KS, ST, RsThreads<WGS>() / 32}, \
+   K,                                                 \
+   RsConfig<BM, WGS, ST, K / KS, KS>::Smem,           \
+   {A16wfp4WgmmaRsKernel<BM, WGS, K / KS, KS, ST, false, MINB>, A16wfp4WgmmaRsKernel<BM, WGS, K / KS, KS, ST, true, MINB>}},
 const RsEntry kRsEntries[] = {MXVAL_RS_CONFIGS(MXVAL_RS_ENTRY)};
 #undef MXVAL_RS_ENTRY
 constexpr int kNumRs = sizeof(kRsEntries) / sizeof(kRsEntries[0]);
 
-// The entry compiled for this config and K, or null; `config_known` says
-// whether the config is compiled for some K.
+// The entry compiled for this config (NUM_KSPLIT included: it is the
+// cluster size) and K, or null; `config_known` says whether the config is
+// compiled for some K.
+bool SameRsConfig(const mxval_tile_config& a, const mxval_tile_config* c) {
+  return SameConfig(a, c) && a.ksplit == c->ksplit;
+}
 const RsEntry* FindRs(const mxval_tile_config* c, int64_t K, bool* config_known) {
   *config_known = false;
   for (const RsEntry& e : kRsEntries) {
-    if (!SameConfig(e.config, c)) continue;
+    if (!SameRsConfig(e.config, c)) continue;
     *config_known = true;
     if (e.K == K) return &e;
   }
@@ -2160,7 +2304,7 @@ const mxval_tile_config* RsConfigList(int32_t* n) {
     int32_t c = 0;
     for (const RsEntry& e : kRsEntries) {
       bool seen = false;
-      for (int32_t i = 0; i < c; ++i) seen = seen || SameConfig(configs[i], &e.config);
+      for (int32_t i = 0; i < c; ++i) seen = seen || SameRsConfig(configs[i], &e.config);
       if (!seen) configs[c++] = e.config;
     }
     return c;
@@ -2248,9 +2392,10 @@ int32_t CheckHopperLayouts(const mxval_gemm_args* a, const char* name, char* err
 
 // One wave: as many M-tile groups per (N tile, batch) as the resident CTAs
 // allow (floor, so no CTA waits for a second wave), each CTA reusing its
-// dequantized weights across its group's tiles.
+// dequantized weights across its group's tiles. `per_tile` CTAs (a split-K
+// cluster, consecutive along x) share each (N tile, M group, batch).
 int32_t OneWaveGrid(const mxval_gemm_args* a, const mxval_tile_config* c, const void* kernel, size_t smem, dim3* grid,
-                    int* groups, const char* name, char* err, size_t len) {
+                    int* groups, const char* name, char* err, size_t len, int per_tile = 1) {
   int dev = 0, sms = 0, per_sm = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, c->num_warps * 32, smem) != cudaSuccess || sms <= 0) {
@@ -2263,11 +2408,11 @@ int32_t OneWaveGrid(const mxval_gemm_args* a, const mxval_tile_config* c, const 
   }
   const int64_t ntiles = (a->N + c->block_n - 1) / c->block_n;
   const int64_t mtiles = (a->M + c->block_m - 1) / c->block_m;
-  int64_t g = static_cast<int64_t>(sms) * per_sm / (ntiles * a->B);
+  int64_t g = static_cast<int64_t>(sms) * per_sm / (ntiles * per_tile * a->B);
   if (g > mtiles) g = mtiles;
   if (g < 1) g = 1;
   if (g > 65535) g = 65535;
-  *grid = dim3(static_cast<unsigned>(ntiles), static_cast<unsigned>(g), static_cast<unsigned>(a->B));
+  *grid = dim3(static_cast<unsigned>(ntiles * per_tile), static_cast<unsigned>(g), static_cast<unsigned>(a->B));
   *groups = static_cast<int>(g);
   return 0;
 }
@@ -2397,15 +2542,30 @@ int32_t WgmmaRsCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c
   bool known = false;
   const RsEntry* e = FindRs(c, a->K, &known);
   if (!known) {
-    return SetErr(err, len, "this config is not compiled into a16wfp4_wgmma_rs; see the kernel's config list"), 1;
+    // The same tile compiled with other NUM_KSPLIT values (cluster sizes)?
+    bool split[9] = {};  // NUM_KSPLIT values compiled for this tile config
+    bool tile_known = false;
+    for (const RsEntry& r : kRsEntries) {
+      if (SameConfig(r.config, c)) tile_known = split[r.config.ksplit] = true;
+    }
+    if (!tile_known) {
+      return SetErr(err, len, "this config is not compiled into a16wfp4_wgmma_rs; see the kernel's config list"), 1;
+    }
+    char msg[160];
+    int off = snprintf(msg, sizeof(msg), "a16wfp4_wgmma_rs compiles this tile config with NUM_KSPLIT in {");
+    for (int ks = 1, n = 0; ks <= 8; ++ks) {
+      if (split[ks]) off += snprintf(msg + off, sizeof(msg) - off, "%s%d", n++ ? ", " : "", ks);
+    }
+    snprintf(msg + off, sizeof(msg) - off, "}, not NUM_KSPLIT=%d", c->ksplit);
+    return SetErr(err, len, msg), 1;
   }
-  if (c->ksplit != 1) return SetErr(err, len, "a16wfp4_wgmma_rs runs NUM_KSPLIT=1 only (all of K in registers)"), 1;
   if (e == nullptr) {
     char msg[200];
-    int off = snprintf(msg, sizeof(msg), "a16wfp4_wgmma_rs holds all of K in registers: this config is compiled for K in {");
+    int off = snprintf(msg, sizeof(msg),
+                       "a16wfp4_wgmma_rs holds K / NUM_KSPLIT in registers: this config is compiled for K in {");
     const char* sep = "";
     for (const RsEntry& r : kRsEntries) {
-      if (SameConfig(r.config, c) && off < static_cast<int>(sizeof(msg))) {
+      if (SameRsConfig(r.config, c) && off < static_cast<int>(sizeof(msg))) {
         off += snprintf(msg + off, sizeof(msg) - off, "%s%d", sep, r.K);
         sep = ", ";
       }
@@ -2415,7 +2575,7 @@ int32_t WgmmaRsCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c
   }
   if (int32_t r = CheckHopperLayouts(a, "a16wfp4_wgmma_rs", err, len)) return r;
   if (a->M > 2147483647LL - 256) return SetErr(err, len, "M too large for the TMA coordinates (int32)"), 1;
-  if ((a->N + c->block_n - 1) / c->block_n > 2147483647LL) return SetErr(err, len, "grid too large"), 1;
+  if ((a->N + c->block_n - 1) / c->block_n * c->ksplit > 2147483647LL) return SetErr(err, len, "grid too large"), 1;
   if (e->smem(1) > static_cast<size_t>(OptinSmem())) {
     return SetErr(err, len,
                   "a16wfp4_wgmma_rs's x stages plus its output staging exceed the device's shared memory per "
@@ -2433,6 +2593,9 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
   const GemmParams p = MakeParams(*a, 64, 1);
   const bool mx = a->activations == MXVAL_ACT_MXFP4_EVEN;
   const int bufs = e->smem(2) <= static_cast<size_t>(OptinSmem()) ? 2 : 1;
+  // Split-K ranks may share an SM where two CTAs fit. Forcing one per SM
+  // (shared memory padded past half an SM) measured the same or slower on
+  // every model shape at M <= 256 (BENCHMARKS.md, "Split-K over a cluster").
   const size_t smem = e->smem(bufs);
   const WtKernel kernel = e->kernel[mx];
   static thread_local size_t raised[2][kNumRs] = {};
@@ -2441,15 +2604,23 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
   dim3 grid;
   int groups = 1;
   if (int32_t r = OneWaveGrid(a, c, reinterpret_cast<const void*>(kernel), smem, &grid, &groups, "a16wfp4_wgmma_rs", err,
-                              len)) {
+                              len, c->ksplit)) {
     return r;
   }
   // y boxes of 64 x BLOCK_SIZE_M: one warpgroup's transposed tile.
   CUtensorMap xmap, ymap;
   if (int32_t r = EncodeXYMaps(a, c->block_m, c->block_m, &xmap, &ymap, "a16wfp4_wgmma_rs", err, len)) return r;
   cudaError_t le;
-  if (PdlRequested()) {  // the same opt-in contract as a16wfp4_wgmma's
-    le = LaunchWithPdl(kernel, grid, threads, smem, a->stream, xmap, ymap, p, groups, bufs, 1);
+  const bool pdl = PdlRequested();  // the same opt-in contract as a16wfp4_wgmma's
+  // MXVAL_RS_CLUSTER=2 (a diagnostic, read per call): NUM_KSPLIT = 1 configs
+  // launched in clusters of two CTAs, which the kernel ignores, to time what
+  // the cluster launch costs by itself.
+  int cluster = c->ksplit;
+  if (const char* v = getenv("MXVAL_RS_CLUSTER"); cluster == 1 && v != nullptr && strcmp(v, "2") == 0 && grid.x % 2 == 0) {
+    cluster = 2;
+  }
+  if (pdl || cluster > 1) {
+    le = LaunchEx(kernel, grid, threads, smem, a->stream, pdl, cluster, xmap, ymap, p, groups, bufs, pdl ? 1 : 0);
   } else {
     kernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(xmap, ymap, p, groups, bufs, 0);
     le = cudaGetLastError();

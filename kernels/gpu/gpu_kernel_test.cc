@@ -189,8 +189,11 @@ TEST_F(GpuKernels, SeededShapesAgainstReference) {
     // Deep-ring and 256-column configs hold K <= 256 only (refusal checked in WgmmaKernel...).
     if (wgmma && !WgmmaFits(k, c, spec.shape.K)) spec.shape = {spec.shape.B, spec.shape.M, 512, 192};
     const bool rs = std::string(k->name) == "a16wfp4_wgmma_rs";
-    if (rs) {
-      EXPECT_TRUE(RsCompiledFor(k, c, spec.shape.K));  // every config takes the four model K
+    // Every NUM_KSPLIT = 1 config takes the four model K; the split-K
+    // (cluster) configs K = 512 at least.
+    if (rs && !RsCompiledFor(k, c, spec.shape.K)) {
+      EXPECT_GT(c.ksplit, 1) << c.ToString();
+      spec.shape = {spec.shape.B, spec.shape.M, 256, 512};
     }
     const int64_t ktiles = (p[0] + c.block_k - 1) / c.block_k;
     if (!decode && !wgmma && !rs && i % 9 == 4 && ktiles > 1) c.ksplit = 2 + static_cast<int>(rng() % std::min<int64_t>(ktiles - 1, 3));
@@ -209,6 +212,10 @@ TEST_F(GpuKernels, RaggedKAndEveryConfigAtK192) {
         const TileConfig c = FromAbi(k->configs[i]);
         const bool decode = std::string(k->name) == "a16wfp4_decode";
         spec.shape = {16, decode ? c.block_m - 3 : 77, 512, 192};
+        if (std::string(k->name) == "a16wfp4_wgmma_rs" && c.ksplit > 1) {  // K / NUM_KSPLIT is not a multiple of 64
+          EXPECT_FALSE(RsCompiledFor(k, c, 192)) << c.ToString();
+          continue;
+        }
         spec.strided_x = true;
         spec.activations = mode;
         if (decode && c.num_warps > c.block_n / 8) {  // k-split decode variants refuse K = 192, clearly
@@ -267,6 +274,20 @@ TEST_F(GpuKernels, DeterministicBitForBit) {
   ASSERT_TRUE((*mirror)->Kernel(*k, c)(*d, y1.data()).ok());
   ASSERT_TRUE((*mirror)->Kernel(*k, c)(*d, y2.data()).ok());
   EXPECT_EQ(y1, y2);
+  // Split-K over a cluster: rank 0 adds the partial tiles in rank order.
+  auto rs = Library()->Find("a16wfp4_wgmma_rs");
+  ASSERT_TRUE(rs.ok());
+  int split = 0;
+  for (int i = 0; i < (*rs)->num_configs; ++i) {
+    const TileConfig cs = FromAbi((*rs)->configs[i]);
+    if (cs.ksplit == 1) continue;
+    std::vector<uint16_t> z1(d->y_elems, 1), z2(d->y_elems, 2);
+    ASSERT_TRUE((*mirror)->Kernel(*rs, cs)(*d, z1.data()).ok()) << cs.ToString();
+    ASSERT_TRUE((*mirror)->Kernel(*rs, cs)(*d, z2.data()).ok()) << cs.ToString();
+    EXPECT_EQ(z1, z2) << cs.ToString();
+    ++split;
+  }
+  EXPECT_EQ(split, 3);
 }
 
 // The C++ timing harness on the device: graph capture of the kernel's
@@ -448,8 +469,10 @@ TEST_F(GpuKernels, WgmmaRsKernelEveryConfigAndK) {
       }
     }
   }
-  // 3 configs x K in {128, 192, 256, 512}.
-  EXPECT_EQ(ran, 4 * 3 * 4);
+  // 3 configs x K in {128, 192, 256, 512}, and the split-K configs: two
+  // ranks x 64 rows at K in {128, 256, 512}, four ranks at 512, two ranks x
+  // 128 rows at {256, 512}.
+  EXPECT_EQ(ran, 4 * (3 * 4 + 3 + 1 + 2));
   TileConfig two_wg;  // two consumer warpgroups
   for (int i = 0; i < (*k)->num_configs; ++i) {
     const TileConfig c = FromAbi((*k)->configs[i]);
@@ -470,7 +493,17 @@ TEST_F(GpuKernels, WgmmaRsKernelEveryConfigAndK) {
   refused(b, two_wg, "not K = 1024");
   TileConfig split = two_wg;
   split.ksplit = 2;
-  refused(a, split, "NUM_KSPLIT=1");
+  refused(a, split, "with NUM_KSPLIT in {1}, not NUM_KSPLIT=2");
+  TileConfig split64;  // 64 rows, 8 stages: compiled with 2 ranks
+  for (int i = 0; i < (*k)->num_configs; ++i) {
+    const TileConfig c = FromAbi((*k)->configs[i]);
+    if (c.block_m == 64 && c.ksplit == 2) split64 = c;
+  }
+  ASSERT_EQ(split64.ksplit, 2);
+  split64.ksplit = 3;
+  refused(a, split64, "with NUM_KSPLIT in {2}, not NUM_KSPLIT=3");
+  split64.ksplit = 2;
+  refused(a, split64, "compiled for K in {128, 256, 512}, not K = 192");
   TileConfig unknown = two_wg;
   unknown.num_stages = 7;
   refused(a, unknown, "not compiled into a16wfp4_wgmma_rs");
