@@ -118,8 +118,9 @@ def trace_one(copy, buf, calls, name, M, cfg, variant, results, phases=PHASES):
         torch.cuda.synchronize()
         if copy(buf, 4096) != 0:
             raise RuntimeError("mxval_wgmma_trace_copy failed")
-        rows = [list(buf[i * SLOTS:(i + 1) * SLOTS]) for i in range(4096)]
-        rows = [r for r in rows if r[8] != 0]
+        # (CTA-linear index, slots) of every CTA that ran
+        indexed = [(i, r) for i, r in enumerate(list(buf[i * SLOTS:(i + 1) * SLOTS]) for i in range(4096)) if r[8] != 0]
+        rows = [r for _, r in indexed]
         if not rows:
             print("%s M=%d: no trace (not the TMA kernel?)" % (name, M))
             return
@@ -142,9 +143,8 @@ def trace_one(copy, buf, calls, name, M, cfg, variant, results, phases=PHASES):
             if v:
                 print("    %-8s %8.2f %8.2f %8.2f %8.2f" % (ph, v[0], q(v, 0.5), q(v, 0.9), v[-1]))
         if cfg.ksplit > 1:  # split-K: rows are CTA-linear, so a row's cluster rank is its index % NUM_KSPLIT
-            rows_all = [list(buf[i * SLOTS:(i + 1) * SLOTS]) for i in range(4096)]
             for rank in range(cfg.ksplit):
-                sel = [r for i, r in enumerate(rows_all) if r[8] != 0 and i % cfg.ksplit == rank]
+                sel = [r for i, r in indexed if i % cfg.ksplit == rank]
                 if not sel:
                     continue
                 ent = sorted((r[8] - t0) / 1e3 for r in sel)
