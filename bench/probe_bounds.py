@@ -11,10 +11,25 @@
    kernel ignores), same process, interleaved.
 3. The write-only bandwidth behind the large-M floor: torch's fill_ of y
    (B, M, N), timed in CUDA graphs like the benchmark.
+4. The large-M floor measured (--parts stream, --probe-lib): our memory
+   probes (bench/stream_probe.cu) move exactly x's and y's bytes of each
+   large-M row with no arithmetic -- y alone, x and y row by row, and x and y
+   in a16wfp4_wgmma_rs's tile pattern -- timed in the same process as cuBLAS
+   and the table's config, next to the computed floor.
+5. What each part of an a16wfp4_wgmma_rs call costs by itself (--parts
+   ablate, --ablation-lib: the build of scripts/build_rs_ablation.sh): the
+   table's config timed with MXVAL_RS_ABLATE = 0 (whole), 1 (no MMAs), 2 (no
+   y stores), 4 (no x copies), 3 (x copies only), 5 (y stores only), and
+   launched in clusters of two (MXVAL_RS_CLUSTER=2), next to the shipped
+   library, same process; the computing variants checked against fp32 first.
 
 Usage: python3 bench/probe_bounds.py --lib build-gpu/lib/libmxval_cuda_kernels.so
+       python3 bench/probe_bounds.py --lib ... --probe-lib .../libmxval_stream_probe.so --parts stream
 """
 import argparse
+import ctypes as C
+import json
+import math
 import os
 import sys
 
@@ -28,9 +43,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--parts", default="split,cluster,memory")
+    ap.add_argument("--probe-lib", help="libmxval_stream_probe.so (needed by --parts stream)")
+    ap.add_argument("--ms", default="4096,8192,16384", help="M values of --parts stream")
+    ap.add_argument("--ablation-lib", help="the library of scripts/build_rs_ablation.sh (needed by --parts ablate)")
+    ap.add_argument("--out", help="--parts stream / ablate: also write the rows as JSON here")
     args = ap.parse_args()
     parts = args.parts.split(",")
     _lib, kernels = gb.load_kernels(args.lib)
+    if "stream" in parts:
+        stream_floor(args, kernels)
+    if "ablate" in parts:
+        ablate(args, kernels, gb.load_kernels(args.ablation_lib)[1])
     rs = gb.Ours(kernels["a16wfp4_wgmma_rs"][0])
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1)
@@ -82,6 +105,131 @@ def main():
             sys.stdout.flush()
             del y
             torch.cuda.empty_cache()
+
+
+# (label, mode, CTAs per SM of 256 threads): mode 0 writes y alone, 1 reads
+# x and writes y row by row, 2 reads x alone (bench/stream_probe.cu)
+PROBES = [("write y", 0, 8), ("read x", 2, 8), ("rows x+y", 1, 8), ("rows x+y 1/SM", 1, 1)]
+
+
+def large_m_cases(ms):
+    """Yields (shape name, M, N, K, the rotating input sets, the table's kernel
+    name and config) for each model shape and M, as gpu_bench.py sizes them
+    (at least 3 x 60 MB of inputs, so L2 does not flatter)."""
+    table = json.load(open(os.path.join(os.path.dirname(__file__), "..", "kernels", "configs", "sm_90a.json")))
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(1)
+    for (preset, op, B, N, K, strided, bmaj) in gb.SHAPES:
+        for M in [int(m) for m in ms.split(",")]:
+            one = gb.Problem(op, B, M, N, K, strided, bmaj, gen)
+            nsets = max(1, min(8, math.ceil(3 * 60e6 / one.min_bytes())))
+            probs = [one] + [gb.Problem(op, B, M, N, K, strided, bmaj, gen) for _ in range(nsets - 1)]
+            _entry, kname, cfg = gb.table_lookup(table, op, M, N, K)
+            yield preset + "/" + op, M, N, K, probs, kname, cfg
+            del probs, one
+            torch.cuda.empty_cache()
+
+
+def stream_floor(args, kernels):
+    probe = C.CDLL(args.probe_lib).mxval_stream_probe
+    probe.restype = C.c_int
+    probe.argtypes = [C.c_int, C.c_int, C.c_void_p, C.c_longlong, C.c_longlong, C.c_void_p, C.c_longlong,
+                      C.c_longlong, C.c_int, C.c_int, C.c_int, C.c_int, C.c_void_p]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    bw, _rate = gb.measure_roofline()
+    ours = {name: gb.Ours(k) for name, (k, _) in kernels.items()}
+    print("== the large-M floor measured: memory probes vs cuBLAS vs mxval (graph median us; copy bandwidth %.2f TB/s)"
+          % (bw / 1e12))
+    print("%-13s %6s %7s %8s %8s | %s" % ("shape", "M", "floor", "cublas", "mxval", " | ".join(p[0] for p in PROBES)))
+    rows = []
+    for shape, M, N, K, probs, kname, cfg in large_m_cases(args.ms):
+        one, B = probs[0], probs[0].B
+        row = {"shape": shape, "M": M, "N": N, "K": K, "sets": len(probs), "bytes": one.min_bytes(),
+               "floor_us": one.min_bytes() / bw * 1e6, "mxval_config": str(cfg)}
+        row["cublas"] = gb.time_calls([gb.cublas_call(q) for q in probs], True)["median"]
+        row["mxval"] = gb.time_calls([ours[kname].call(q, cfg) for q in probs], True)["median"]
+
+        def call(q, mode, ctas):
+            x, y = q.x, q.y
+            args_ = (mode, ctas, x.data_ptr(), x.stride(0), x.stride(1), y.data_ptr(), y.stride(0), y.stride(1),
+                     B, M, K, N)
+
+            def f():
+                rc = probe(*args_, torch.cuda.current_stream().cuda_stream)
+                if rc:
+                    raise RuntimeError("mxval_stream_probe: cuda error %d" % rc)
+            return f
+        for label, mode, per in PROBES:
+            ctas = per * sms
+            if mode != 2:  # every 16-byte chunk of y written? (poisoned first; a
+                # stored chunk equals the poison with probability 2^-128)
+                words = one.y_store.view(torch.int64).view(-1, 2)
+                words.fill_(0x5A5A_1234_A5A5_4321)
+                call(one, mode, ctas)()
+                torch.cuda.synchronize()
+                missed = int((words == 0x5A5A_1234_A5A5_4321).all(dim=1).sum())
+                if missed:
+                    raise SystemExit("%s left %d chunks of y unwritten at %s M=%d" % (label, missed, row["shape"], M))
+            row[label] = gb.time_calls([call(q, mode, ctas) for q in probs], True)["median"]
+        rows.append(row)
+        print("%-13s %6d %7.1f %8.1f %8.1f | %s" % (row["shape"], M, row["floor_us"], row["cublas"], row["mxval"],
+                                                  " | ".join("%6.1f" % row[p[0]] for p in PROBES)))
+        sys.stdout.flush()
+        del probs, one  # before large_m_cases frees the cache and builds the next sets
+    print("floor = (x + weights + scales + y bytes) / copy bandwidth; the probes move x and y only")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "copy_bw": bw, "rows": rows}, f, indent=1)
+
+
+# (label, settings): MXVAL_RS_ABLATE bits drop the MMAs (1), the y stores (2),
+# the x copies (4); MXVAL_RS_CLUSTER=2 launches in clusters of two CTAs that
+# the kernel ignores. (x multicast over such pairs was measured with these
+# and dropped: bench/results/h200_rs_x_multicast_2026-12-02.patch.)
+ABLATIONS = [("whole", {}), ("no MMA", {"MXVAL_RS_ABLATE": "1"}), ("no y store", {"MXVAL_RS_ABLATE": "2"}),
+             ("no x load", {"MXVAL_RS_ABLATE": "4"}), ("x load only", {"MXVAL_RS_ABLATE": "3"}),
+             ("y store only", {"MXVAL_RS_ABLATE": "5"}), ("clusters of 2", {"MXVAL_RS_CLUSTER": "2"})]
+
+
+def ablate(args, kernels, abl_kernels):
+    shipped = gb.Ours(kernels["a16wfp4_wgmma_rs"][0])
+    abl = gb.Ours(abl_kernels["a16wfp4_wgmma_rs"][0])
+    print("== a16wfp4_wgmma_rs ablations (graph median us, 2 rounds; MXVAL_RS_ABLATE bits: 1 no MMA, 2 no y store, 4 no x copy)")
+    print("%-13s %6s %-28s %8s | %s" % ("shape", "M", "config", "shipped", " | ".join(a[0] for a in ABLATIONS)))
+    rows = []
+    for shape, M, N, K, probs, kname, cfg in large_m_cases(args.ms):
+        one = probs[0]
+        if kname != "a16wfp4_wgmma_rs":  # the ablation switches are in this kernel only
+            cfg = gb.TileConfig(64, 64, 64, 1, 10, 5) if M <= 256 else gb.TileConfig(128, 64, 64, 1, 8, 5)
+        row = {"shape": shape, "M": M, "config": str(cfg), "shipped": [], **{a[0]: [] for a in ABLATIONS}}
+        # The variants that compute (no ablation bit) checked against an fp32 reference first.
+        ref = torch.bmm(one.x.float(), one.w_bf16.float().transpose(1, 2))
+        errs = []
+        for label, env in [("shipped", {})] + [a for a in ABLATIONS if "MXVAL_RS_ABLATE" not in a[1]]:
+            one.y.fill_(float("nan"))
+            with gb.environment(env):
+                (shipped if label == "shipped" else abl).call(one, cfg)()
+            torch.cuda.synchronize()
+            err = float((one.y.float() - ref).norm() / ref.norm())
+            row[label + " rel_err"] = err
+            errs.append("%s %.1e" % (label, err))
+            if not err < 2e-2:
+                raise SystemExit("%s: relative error %g at %s M=%d" % (label, err, row["shape"], M))
+        print("  rel err: " + ", ".join(errs))
+        for _ in range(2):
+            row["shipped"].append(gb.time_calls([shipped.call(q, cfg) for q in probs], True)["median"])
+            for label, env in ABLATIONS:
+                with gb.environment(env):
+                    row[label].append(gb.time_calls([abl.call(q, cfg) for q in probs], True)["median"])
+        rows.append(row)
+        print("%-13s %6d %-28s %8.1f | %s" % (row["shape"], M, row["config"], min(row["shipped"]),
+                                              " | ".join("%6.1f" % min(row[a[0]]) for a in ABLATIONS)))
+        sys.stdout.flush()
+        del probs, one, ref
+    print("each cell: the faster of two rounds")
+    if args.out:
+        with open(args.out.replace(".json", "_ablate.json"), "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

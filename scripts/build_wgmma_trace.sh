@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 out="${1:-build-gpu/lib/libmxval_cuda_kernels_trace.so}"
 mkdir -p "$(dirname "$out")"
 NVCC="${NVCC:-/usr/local/cuda/bin/nvcc}"
-"$NVCC" -std=c++17 -O3 -DMXVAL_WGMMA_TRACE -DMXVAL_BUILD_ID='"trace"' \
+# MXVAL_VARIANT picks another experiment switch (scripts/build_rs_ablation.sh).
+variant="${MXVAL_VARIANT:-MXVAL_WGMMA_TRACE}"
+"$NVCC" -std=c++17 -O3 -D"$variant" -DMXVAL_BUILD_ID="\"$variant\"" \
   -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -lineinfo \
   -Xcompiler=-fPIC,-fvisibility=hidden -shared -cudart static -I. -Ikernels/include \
   kernels/gpu/a16wfp4_gpu.cu kernels/gpu/kernel_library.cu -o "$out"

@@ -1955,6 +1955,17 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
   const int steps = my_tiles * kNk;
   const bool pdl = flags & 1;
+#if defined(MXVAL_RS_ABLATION)
+  // Ablation build only (scripts/build_rs_ablation.sh; never the shipped
+  // library): flags bits 1-3 drop the MMAs (1), the y stores (2) or the x
+  // copies (4), so bench/probe_bounds.py --parts ablate can time what each
+  // part of the traffic and the work costs by itself. Outputs are wrong.
+  // (ptxas injects warpgroup.arrive around the now-conditional wgmma, C7519:
+  // with no bit set this build measured up to 15% slower than the shipped one.)
+  const int ablate = flags >> 1;
+#else
+  constexpr int ablate = 0;
+#endif
   MXVAL_WT_ENTER(tid, my_tiles);  // resets slot 13 before the barrier below
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -1982,6 +1993,10 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
         const int st = step % STAGES;
         if (step >= STAGES) MbarWait(empty + st, ((step / STAGES) & 1) ^ 1);
         const int m0 = static_cast<int>((blockIdx.y + static_cast<int64_t>(step / kNk) * groups) * BM);
+        if (ablate & 4) {
+          MbarArrive(full + st);
+          continue;
+        }
         MbarExpectTx(full + st, C::kXStage);
         TmaLoad3d(xs + st * C::kXStage, &xmap, k0 + (step % kNk) * 64, m0, static_cast<int>(b), full + st);
       }
@@ -2099,9 +2114,11 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
       const uint32_t x_base = xs_addr + st * C::kXStage;
       FenceRegs(acc);
       WgmmaFence();
+      if (!(ablate & 1)) {
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        WgmmaRs<BM>::Mma(acc, wa[4 * kc + kk], SmemDescSw128(x_base + kk * 32), kc > 0 || kk > 0);
+        for (int kk = 0; kk < 4; ++kk) {
+          WgmmaRs<BM>::Mma(acc, wa[4 * kc + kk], SmemDescSw128(x_base + kk * 32), kc > 0 || kk > 0);
+        }
       }
       WgmmaCommit();
       if (kc != kNk - 1) {
@@ -2175,7 +2192,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
       FenceProxyAsync();
       NamedBarrier(2 + wg, 128);
       if (issuer) {
-        if (n0 + 64 * wg < p.N) {
+        if (n0 + 64 * wg < p.N && !(ablate & 2)) {
           TmaStore3d(&ymap, ystage + slot * C::kOut, static_cast<int>(n0) + 64 * wg, static_cast<int>(m0),
                      static_cast<int>(b));
         }
@@ -2619,10 +2636,14 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
   if (const char* v = getenv("MXVAL_RS_CLUSTER"); cluster == 1 && v != nullptr && strcmp(v, "2") == 0 && grid.x % 2 == 0) {
     cluster = 2;
   }
+  int flags = pdl ? 1 : 0;
+#if defined(MXVAL_RS_ABLATION)
+  if (const char* v = getenv("MXVAL_RS_ABLATE")) flags |= (atoi(v) & 7) << 1;  // read per call
+#endif
   if (pdl || cluster > 1) {
-    le = LaunchEx(kernel, grid, threads, smem, a->stream, pdl, cluster, xmap, ymap, p, groups, bufs, pdl ? 1 : 0);
+    le = LaunchEx(kernel, grid, threads, smem, a->stream, pdl, cluster, xmap, ymap, p, groups, bufs, flags);
   } else {
-    kernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(xmap, ymap, p, groups, bufs, 0);
+    kernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(xmap, ymap, p, groups, bufs, flags);
     le = cudaGetLastError();
   }
   if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
