@@ -13,9 +13,9 @@
    (B, M, N), timed in CUDA graphs like the benchmark.
 4. The large-M floor measured (--parts stream, --probe-lib): our memory
    probes (bench/stream_probe.cu) move exactly x's and y's bytes of each
-   large-M row with no arithmetic -- y alone, x and y row by row, and x and y
-   in a16wfp4_wgmma_rs's tile pattern -- timed in the same process as cuBLAS
-   and the table's config, next to the computed floor.
+   large-M row with no arithmetic -- y alone, x alone, x and y row by row --
+   timed in the same process as cuBLAS and the table's config, next to the
+   computed floor.
 5. What each part of an a16wfp4_wgmma_rs call costs by itself (--parts
    ablate, --ablation-lib: the build of scripts/build_rs_ablation.sh): the
    table's config timed with MXVAL_RS_ABLATE = 0 (whole), 1 (no MMAs), 2 (no
@@ -29,7 +29,6 @@ Usage: python3 bench/probe_bounds.py --lib build-gpu/lib/libmxval_cuda_kernels.s
 import argparse
 import ctypes as C
 import json
-import math
 import os
 import sys
 
@@ -44,7 +43,7 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--parts", default="split,cluster,memory")
     ap.add_argument("--probe-lib", help="libmxval_stream_probe.so (needed by --parts stream)")
-    ap.add_argument("--ms", default="4096,8192,16384", help="M values of --parts stream")
+    ap.add_argument("--ms", default="4096,8192,16384", help="M values of --parts stream and ablate")
     ap.add_argument("--ablation-lib", help="the library of scripts/build_rs_ablation.sh (needed by --parts ablate)")
     ap.add_argument("--out", help="--parts stream / ablate: also write the rows as JSON here")
     args = ap.parse_args()
@@ -114,19 +113,17 @@ PROBES = [("write y", 0, 8), ("read x", 2, 8), ("rows x+y", 1, 8), ("rows x+y 1/
 
 def large_m_cases(ms):
     """Yields (shape name, M, N, K, the rotating input sets, the table's kernel
-    name and config) for each model shape and M, as gpu_bench.py sizes them
-    (at least 3 x 60 MB of inputs, so L2 does not flatter)."""
+    name and config) for each model shape and M, the sets sized as
+    gpu_bench.py sizes them."""
     table = json.load(open(os.path.join(os.path.dirname(__file__), "..", "kernels", "configs", "sm_90a.json")))
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1)
     for (preset, op, B, N, K, strided, bmaj) in gb.SHAPES:
         for M in [int(m) for m in ms.split(",")]:
-            one = gb.Problem(op, B, M, N, K, strided, bmaj, gen)
-            nsets = max(1, min(8, math.ceil(3 * 60e6 / one.min_bytes())))
-            probs = [one] + [gb.Problem(op, B, M, N, K, strided, bmaj, gen) for _ in range(nsets - 1)]
+            probs = gb.rotating_sets(op, B, M, N, K, strided, bmaj, gen)
             _entry, kname, cfg = gb.table_lookup(table, op, M, N, K)
             yield preset + "/" + op, M, N, K, probs, kname, cfg
-            del probs, one
+            del probs
             torch.cuda.empty_cache()
 
 
@@ -228,7 +225,7 @@ def ablate(args, kernels, abl_kernels):
         del probs, one, ref
     print("each cell: the faster of two rounds")
     if args.out:
-        with open(args.out.replace(".json", "_ablate.json"), "w") as f:
+        with open(os.path.splitext(args.out)[0] + "_ablate.json", "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
 
 

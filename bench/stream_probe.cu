@@ -22,7 +22,7 @@
 
 namespace {
 
-constexpr int kRowsPerTurn = 4, kLoadsPerTurn = 8;
+constexpr int kRowsPerTurn = 4;
 
 // Volatile, and every load feeds a (predicated) store: a lane past N / 8
 // still loads, so every byte of x is read.
