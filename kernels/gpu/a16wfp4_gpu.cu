@@ -1576,6 +1576,9 @@ __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
     }
   }
 }
+// No L2 cache policy: evict-first y stores and evict-last x loads measured
+// -1...+3% at M >= 4096, evict-first x loads 3-19% slower (BENCHMARKS.md,
+// "k-split warpgroups and TMA L2 hints").
 __device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
@@ -1904,7 +1907,11 @@ __device__ __forceinline__ void StageTileTransSw128(uint32_t out, const float (&
 // setmaxnreg: 40 for the producer, 232 for each consumer (40 + 2 x 232 =
 // 3 x 168), so two warpgroups can each hold K = 512 of A fragments and a
 // 64 x 128 accumulator, sharing every x chunk (x is read from L2 half as
-// often as with 64 weight rows per CTA).
+// often as with 64 weight rows per CTA). Two or four warpgroups on the
+// same 64 rows, each holding a K range (partial tiles added in shared
+// memory), measured no faster than one at M <= 256 and slower above: the
+// prologue is issue-bound per SM, not latency-bound per warp (BENCHMARKS.md,
+// "k-split warpgroups and TMA L2 hints").
 template <int WGS>
 constexpr int RsThreads() {
   return WGS == 1 ? 160 : 384;
