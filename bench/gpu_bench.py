@@ -424,7 +424,7 @@ def main():
             if not args.no_sweep:
                 best, timed = None, []
                 for kn, c in sweep:
-                    if (kn.endswith("panel") and M < 256) or ("wgmma" in kn and M < 64):
+                    if (kn.endswith("panel") and M < 256) or (kn == "a16wfp4_wgmma" and M < 64):
                         continue
                     if kn.endswith("decode") and M > 256:
                         continue

@@ -18,10 +18,11 @@
 //                 panel dequantized once per CTA into swizzled shared memory,
 //                 x through a cp.async or TMA-fed ring, output through TMA
 //                 stores (TMA-fed variants); see below.
-//   a16wfp4_wgmma_rs  M > 64 (NVIDIA sm_90a): y^T = w x^T, the weights
+//   a16wfp4_wgmma_rs  M > 16 (NVIDIA sm_90a): y^T = w x^T, the weights
 //                 dequantized once per CTA into wgmma A fragments in
-//                 registers, x the shared-memory operand through a TMA ring,
-//                 the transposed tile stored by TMA; see below.
+//                 registers (64 or 32 rows per warpgroup), x the
+//                 shared-memory operand through a TMA ring, the transposed
+//                 tile stored by TMA; see below.
 //   reduce        split-K: sums the FP32 partials in split order, rounds.
 // Per-CTA flow (a16wfp4_tile.h): load x and packed w tiles, dequantize the w
 // tile to bf16 in smem once (reused by every row of the CTA), re-quantize x
@@ -1850,8 +1851,8 @@ __global__ void __launch_bounds__(288, 1)
 }
 
 // ---- Register-sourced weights ("a16wfp4_wgmma_rs", sm_90a): y^T = w x^T.
-// The operands trade places. A consumer warpgroup owns 64 weight rows (N)
-// and keeps them, dequantized once, for the CTA's whole life as wgmma's A
+// The operands trade places. A consumer warpgroup owns 64 weight rows (N;
+// 32 in the 32-row configs, see ROWS below) and keeps them, dequantized once, for the CTA's whole life as wgmma's A
 // operand in registers (K/4 words per thread: all of K, so K is a template
 // parameter); x streams through the TMA ring as the B operand (BM rows of
 // M per stage, K-major, the same 128-byte-swizzled (BM x 64) chunks as
@@ -1901,6 +1902,24 @@ __device__ __forceinline__ void StageTileTransSw128(uint32_t out, const float (&
   }
 }
 
+// The 32-row configs' tile: warp w's A rows 16 w .. 16 w + 7 (weight rows
+// 8 w .. 8 w + 7; its other 8 rows are zeros and not stored) into `out` as
+// BM rows (m) of 32 n (64 bytes), in TMA's 64-byte swizzle (16-byte chunk c
+// of row m at chunk c ^ ((m / 2) % 4)): one 16-byte chunk c = w per row.
+// Matrix q of each stmatrix.x4 is the 8 x 8 block (8 n x 8 m) of m block
+// j + q; the eight rows of a matrix land in eight different bank groups.
+__device__ __forceinline__ int Sw64(int r, int c) { return r * 64 + ((c ^ ((r >> 1) & 3)) << 4); }
+template <int BM>
+__device__ __forceinline__ void StageHalfTileTransSw64(uint32_t out, const float (&acc)[BM / 2], int warp, int lane) {
+  const int q = lane / 8;
+#pragma unroll
+  for (int j = 0; j < BM / 8; j += 4) {
+    const int m = 8 * (j + q) + lane % 8;
+    StmatrixTrans4(out + Sw64(m, warp), CvtBf16x2(acc[4 * j], acc[4 * j + 1]), CvtBf16x2(acc[4 * j + 4], acc[4 * j + 5]),
+                   CvtBf16x2(acc[4 * j + 8], acc[4 * j + 9]), CvtBf16x2(acc[4 * j + 12], acc[4 * j + 13]));
+  }
+}
+
 // BM: x rows per tile (wgmma N); WGS: consumer warpgroups (64 weight rows
 // each, all on the same x tile); the kernel's MINB: CTAs per SM the
 // registers are budgeted for. One consumer warpgroup comes with a producer warp (160
@@ -1931,20 +1950,31 @@ struct RsConfig {
     return 1024 + size_t{STAGES} * kXStage + static_cast<size_t>(bufs) * WGS * kOut + size_t{WGS} * 64 * kWPitch +
            size_t{KS - 1} * kRedSlot + (2 * STAGES + 2) * sizeof(uint64_t);
   }
-  static_assert(BM % 64 == 0 && BM <= 256 && STAGES >= 2, "wgmma N and TMA box limits");
+  static_assert(BM % 32 == 0 && BM <= 256 && STAGES >= 2, "wgmma N and TMA box limits");
   static_assert(WGS == 1 || WGS == 2, "one consumer warpgroup with a producer warp, or two with a producer warpgroup");
   static_assert(KS >= 1 && KS <= 8, "a portable cluster holds at most 8 CTAs");
 };
 
 // K: the K range this CTA holds in registers (K / KS of the problem's K
 // with split-K over a cluster of KS CTAs along x).
-template <int BM, int WGS, int K, int KS, int STAGES, bool MX, int MINB>
+// ROWS: weight rows per consumer warpgroup, 64 (wgmma's M) or 32. With 32
+// ("half" configs, BLOCK_SIZE_N = 32; one warpgroup, no split-K) warp w's
+// A rows 16 w .. 16 w + 7 hold weight rows 8 w .. 8 w + 7 and its rows
+// 16 w + 8 .. 16 w + 15 are zeros: each thread dequantizes one row instead
+// of two, so a CTA's prologue (weight rows, A fragments) halves while its
+// MMAs stay the same. For grids that leave SMs idle (V-up at M <= 64: 64 CTAs
+// of 64 rows on 132 SMs), twice the CTAs each do half the dequantization.
+template <int BM, int WGS, int K, int KS, int STAGES, bool MX, int MINB, int ROWS = 64>
 __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     A16wfp4WgmmaRsKernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap ymap,
                          GemmParams p, int groups, int bufs, int flags) {
   using C = RsConfig<BM, WGS, STAGES, K, KS>;
   constexpr int kConsumers = 128 * WGS, kNk = K / 64, kG = K / 32;
+  constexpr bool kHalf = ROWS == 32;
+  constexpr int kH = kHalf ? 1 : 2;  // weight rows per thread
   static_assert(K % 64 == 0 && K <= 512, "K is held in registers, in 64-wide x chunks");
+  static_assert(ROWS == 64 || (ROWS == 32 && WGS == 1 && KS == 1), "32-row configs: one warpgroup, no split-K");
+  static_assert(BM % 64 == 0 || ROWS == 32, "32-row x tiles (wgmma n32) come with the 32-row configs only");
   extern __shared__ uint4 rs_smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>(rs_smem_raw);
   smem += ((SmemAddr(smem) + 1023u) & ~1023u) - SmemAddr(smem);
@@ -1958,7 +1988,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   uint64_t* red_free = red_full + 1;    // split-K: rank r > 0 waits until rank 0 has read its slot
   const int tid = threadIdx.x, lane = tid % 32;
   const int rank = KS > 1 ? static_cast<int>(ClusterRank()) : 0;
-  const int64_t b = blockIdx.z, n0 = static_cast<int64_t>(blockIdx.x / KS) * (64 * WGS);
+  const int64_t b = blockIdx.z, n0 = static_cast<int64_t>(blockIdx.x / KS) * (ROWS * WGS);
   const int k0 = rank * K;  // this CTA's K range starts here
   const int64_t mtiles = (p.M + BM - 1) / BM;
   const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
@@ -2023,11 +2053,11 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   const int wg = tid / 128, warp = (tid % 128) / 32, t = lane % 4, wtid = tid % 128;
   uint8_t* wrows = wstage + wg * 64 * C::kWPitch;
 #pragma unroll
-  for (int u = 0; u < (64 * kG + 127) / 128; ++u) {
+  for (int u = 0; u < (ROWS * kG + 127) / 128; ++u) {
     const int i = wtid + 128 * u, r = i / kG, gi = i % kG;
-    const int64_t n = n0 + 64 * wg + r;
-    const bool ok = i < 64 * kG && n < p.N;
-    if (i < 64 * kG) {
+    const int64_t n = n0 + ROWS * wg + r;
+    const bool ok = i < ROWS * kG && n < p.N;
+    if (i < ROWS * kG) {
       CpAsync16(wrows + r * C::kWPitch + 16 * gi, ok ? p.wp + b * p.wp_sb + n * p.wp_sn + k0 / 2 + 16 * gi : p.wp,
                 ok ? 16 : 0);
     }
@@ -2036,11 +2066,13 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   MXVAL_WT_MARK(14, tid == 0);
   uint32_t wa[K / 16][4];
   {
-    const int r0 = 16 * warp + lane / 4;
-    uint32_t sc[2][kG];
+    // This thread's staged weight rows: r0 (A row 16 warp + lane / 4) and,
+    // with 64 rows, r0 + 8 (A row + 8).
+    const int r0 = (kHalf ? 8 : 16) * warp + lane / 4;
+    uint32_t sc[kH][kG];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t n = n0 + 64 * wg + r0 + 8 * h;
+    for (int h = 0; h < kH; ++h) {
+      const int64_t n = n0 + ROWS * wg + r0 + 8 * h;
       const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn + k0 / 32;
 #pragma unroll
       for (int gi = 0; gi < kG; ++gi) sc[h][gi] = n < p.N ? srow[gi] : 127u;  // past N: code 0 with scale 2^0
@@ -2072,10 +2104,17 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     // Building each chunk's fragments just before its MMAs in the first tile
     // (so integer and tensor-core work overlap) was measured slower on every
     // V-up row, 1.18-1.23x at M <= 256 and 1.02-1.10x at M = 1024-16384, with
-    // the later tiles slowed too (BENCHMARKS.md, "Prologue dequantization").
+    // the later tiles slowed too (BENCHMARKS.md, "Prologue dequantization"),
+    // and again on the 32-row configs at M <= 64, 1.08-1.13x with ptxas
+    // reporting no wgmma serialization (BENCHMARKS.md, "32 weight rows per
+    // warpgroup"; bench/results/h200_rs32_pipe_2026-12-02.patch).
     bool rare = false;
+    if (kHalf) {  // A rows 16 warp + 8 .. 16 warp + 15: zeros
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+      for (int s = 0; s < K / 16; ++s) wa[s][1] = wa[s][3] = 0u;
+    }
+#pragma unroll
+    for (int h = 0; h < kH; ++h)
 #pragma unroll
       for (int gi = 0; gi < kG; ++gi) {
         rare |= !E2M1TablesCover(sc[h][gi]);
@@ -2083,8 +2122,8 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
       }
     if (rare) {  // the scale bytes are read again: keeping them live spilled (two warpgroups, K = 512)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t n = n0 + 64 * wg + r0 + 8 * h;
+      for (int h = 0; h < kH; ++h) {
+        const int64_t n = n0 + ROWS * wg + r0 + 8 * h;
         const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn + k0 / 32;
 #pragma unroll
         for (int gi = 0; gi < kG; ++gi) {
@@ -2203,12 +2242,16 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
       }
       NamedBarrier(2 + wg, 128);
       const int slot = out_buf * WGS + wg;
-      StageTileTransSw128<BM>(SmemAddr(ystage) + slot * C::kOut, acc, warp, lane);
+      if (kHalf) {
+        StageHalfTileTransSw64<BM>(SmemAddr(ystage) + slot * C::kOut, acc, warp, lane);
+      } else {
+        StageTileTransSw128<BM>(SmemAddr(ystage) + slot * C::kOut, acc, warp, lane);
+      }
       FenceProxyAsync();
       NamedBarrier(2 + wg, 128);
       if (issuer) {
-        if (n0 + 64 * wg < p.N && !(ablate & 2)) {
-          TmaStore3d(&ymap, ystage + slot * C::kOut, static_cast<int>(n0) + 64 * wg, static_cast<int>(m0),
+        if (n0 + ROWS * wg < p.N && !(ablate & 2)) {
+          TmaStore3d(&ymap, ystage + slot * C::kOut, static_cast<int>(n0) + ROWS * wg, static_cast<int>(m0),
                      static_cast<int>(b));
         }
         BulkCommit();
@@ -2278,7 +2321,7 @@ constexpr int kNumWt = sizeof(kWtEntries) / sizeof(kWtEntries[0]);
 // Register-sourced variants: (BM, consumer warpgroups, stages, CTAs per SM
 // budgeted, K). num_warps = 5 (one consumer warpgroup and the producer
 // warp) or 12 (two and the producer warpgroup), BLOCK_SIZE_N = 64 x
-// consumer warpgroups. Every one is compiled for K in {128, 192, 256, 512}
+// consumer warpgroups (32 for the 32-row variants further down). Every one is compiled for K in {128, 192, 256, 512}
 // (A fragments: K/4 registers; accumulators: BM/2; budgets of 232 and 255
 // registers, 168 for two 160-thread CTAs per SM, so the 64-row variant
 // runs one CTA per SM at K = 512). The rings are deep: with 4 stages (half
@@ -2299,6 +2342,12 @@ constexpr int kNumWt = sizeof(kWtEntries) / sizeof(kWtEntries[0]);
 #define MXVAL_RS_CONFIGS(X)                                                                                       \
   MXVAL_RS_K(X, 128, 2, 8, 1, 1) MXVAL_RS_K(X, 128, 1, 8, 1, 1) MXVAL_RS_K(X, 64, 1, 10, 2, 1) X(64, 1, 8, 2, 2, 128) \
   X(64, 1, 8, 2, 2, 256) X(64, 1, 8, 2, 2, 512) X(64, 1, 4, 2, 4, 512) X(128, 1, 8, 1, 2, 256) X(128, 1, 8, 1, 2, 512)
+// 32-row variants (BLOCK_SIZE_N = 32, one warpgroup): (BM, stages, CTAs
+// per SM budgeted, K), for the small-M grids that leave SMs idle; BM = 32
+// (wgmma n32) also halves the MMA chain of a tile at M <= 32.
+#define MXVAL_RS_HALF_CONFIGS(X)                                                           \
+  X(64, 10, 2, 128) X(64, 10, 2, 192) X(64, 10, 2, 256) X(64, 10, 1, 512) X(32, 10, 2, 128) \
+  X(32, 10, 2, 192) X(32, 10, 2, 256) X(32, 10, 1, 512)
 struct RsEntry {
   mxval_tile_config config;
   int K;
@@ -2310,8 +2359,14 @@ struct RsEntry {
    K,                                                 \
    RsConfig<BM, WGS, ST, K / KS, KS>::Smem,           \
    {A16wfp4WgmmaRsKernel<BM, WGS, K / KS, KS, ST, false, MINB>, A16wfp4WgmmaRsKernel<BM, WGS, K / KS, KS, ST, true, MINB>}},
-const RsEntry kRsEntries[] = {MXVAL_RS_CONFIGS(MXVAL_RS_ENTRY)};
+#define MXVAL_RS_HALF_ENTRY(BM, ST, MINB, K)                                                 \
+  {{BM, 32, 64, 1, ST, RsThreads<1>() / 32},                                                 \
+   K,                                                                                        \
+   RsConfig<BM, 1, ST, K>::Smem,                                                             \
+   {A16wfp4WgmmaRsKernel<BM, 1, K, 1, ST, false, MINB, 32>, A16wfp4WgmmaRsKernel<BM, 1, K, 1, ST, true, MINB, 32>}},
+const RsEntry kRsEntries[] = {MXVAL_RS_CONFIGS(MXVAL_RS_ENTRY) MXVAL_RS_HALF_CONFIGS(MXVAL_RS_HALF_ENTRY)};
 #undef MXVAL_RS_ENTRY
+#undef MXVAL_RS_HALF_ENTRY
 constexpr int kNumRs = sizeof(kRsEntries) / sizeof(kRsEntries[0]);
 
 // The entry compiled for this config (NUM_KSPLIT included: it is the
@@ -2372,6 +2427,7 @@ TensorMapEncodeFn TensorMapEncoder() {
 
 // A bf16 tensor (d0 contiguous, d1, d2) with strides s1, s2 (elements),
 // 128-byte swizzled boxes of box0 x box1 x 1; false if the driver refuses it.
+// box0 = 64 elements (128 bytes) uses the 128-byte swizzle, 32 the 64-byte one.
 bool EncodeBf16Map(TensorMapEncodeFn encode, CUtensorMap* map, const void* base, int64_t d0, int64_t d1, int64_t d2,
                    int64_t s1, int64_t s2, int box0, int box1) {
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1), static_cast<cuuint64_t>(d2)};
@@ -2380,7 +2436,8 @@ bool EncodeBf16Map(TensorMapEncodeFn encode, CUtensorMap* map, const void* base,
                                  static_cast<cuuint64_t>(d2 > 1 ? s2 : s1 * d1) * 2};
   const cuuint32_t box[3] = {static_cast<cuuint32_t>(box0), static_cast<cuuint32_t>(box1), 1}, estr[3] = {1, 1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, estr,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, box0 == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -2450,10 +2507,10 @@ int32_t OneWaveGrid(const mxval_gemm_args* a, const mxval_tile_config* c, const 
 }
 
 // x as a 3-D tensor (K, M, B) in boxes of 64 x x_rows (rows past M read as
-// zeros); y as (N, M, B) in boxes of 64 x y_rows (stores past M or N are
-// dropped by the copy engine); both 128-byte swizzled.
+// zeros); y as (N, M, B) in boxes of y_cols x y_rows (stores past M or N are
+// dropped by the copy engine); 128-byte swizzled (64-byte for y_cols = 32).
 int32_t EncodeXYMaps(const mxval_gemm_args* a, int x_rows, int y_rows, CUtensorMap* xmap, CUtensorMap* ymap,
-                     const char* name, char* err, size_t len) {
+                     const char* name, char* err, size_t len, int y_cols = 64) {
   const TensorMapEncodeFn encode = TensorMapEncoder();
   if (encode == nullptr) return SetErr(err, len, "the driver does not provide cuTensorMapEncodeTiled"), 1;
   char msg[160];
@@ -2461,7 +2518,7 @@ int32_t EncodeXYMaps(const mxval_gemm_args* a, int x_rows, int y_rows, CUtensorM
     snprintf(msg, sizeof(msg), "cuTensorMapEncodeTiled refused x's layout (%s)", name);
     return SetErr(err, len, msg), 1;
   }
-  if (!EncodeBf16Map(encode, ymap, a->y, a->N, a->M, a->B, a->y_stride_m, a->y_stride_b, 64, y_rows)) {
+  if (!EncodeBf16Map(encode, ymap, a->y, a->N, a->M, a->B, a->y_stride_m, a->y_stride_b, y_cols, y_rows)) {
     snprintf(msg, sizeof(msg), "cuTensorMapEncodeTiled refused y's layout (%s)", name);
     return SetErr(err, len, msg), 1;
   }
@@ -2639,9 +2696,13 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
                               len, c->ksplit)) {
     return r;
   }
-  // y boxes of 64 x BLOCK_SIZE_M: one warpgroup's transposed tile.
+  // y boxes of 64 (32 for the 32-row configs) x BLOCK_SIZE_M: one
+  // warpgroup's transposed tile.
   CUtensorMap xmap, ymap;
-  if (int32_t r = EncodeXYMaps(a, c->block_m, c->block_m, &xmap, &ymap, "a16wfp4_wgmma_rs", err, len)) return r;
+  if (int32_t r = EncodeXYMaps(a, c->block_m, c->block_m, &xmap, &ymap, "a16wfp4_wgmma_rs", err, len,
+                               c->block_n == 32 ? 32 : 64)) {
+    return r;
+  }
   cudaError_t le;
   const bool pdl = PdlRequested();  // the same opt-in contract as a16wfp4_wgmma's
   // MXVAL_RS_CLUSTER=2 (a diagnostic, read per call): NUM_KSPLIT = 1 configs

@@ -440,7 +440,7 @@ TEST_F(GpuKernels, WgmmaKernelEveryConfigAcrossTiles) {
 
 // The register-sourced Hopper kernel: every config at every K it is
 // compiled for, with CTAs that walk several M tiles (B = 16: one CTA per
-// (batch, 64 or 128 weight rows), so the ring and the wgmma groups cross
+// (batch, 32, 64 or 128 weight rows), so the ring and the wgmma groups cross
 // tiles), ragged M and N (weight rows past N, a last tile mostly past M),
 // both layouts and modes, strided x; then its refusals, each naming what is
 // wrong.
@@ -469,10 +469,10 @@ TEST_F(GpuKernels, WgmmaRsKernelEveryConfigAndK) {
       }
     }
   }
-  // 3 configs x K in {128, 192, 256, 512}, and the split-K configs: two
-  // ranks x 64 rows at K in {128, 256, 512}, four ranks at 512, two ranks x
-  // 128 rows at {256, 512}.
-  EXPECT_EQ(ran, 4 * (3 * 4 + 3 + 1 + 2));
+  // 5 configs (three of 64 or 128 weight rows, two of 32) x K in {128, 192,
+  // 256, 512}, and the split-K configs: two ranks x 64 rows at K in {128,
+  // 256, 512}, four ranks at 512, two ranks x 128 rows at {256, 512}.
+  EXPECT_EQ(ran, 4 * (5 * 4 + 3 + 1 + 2));
   TileConfig two_wg;  // two consumer warpgroups
   for (int i = 0; i < (*k)->num_configs; ++i) {
     const TileConfig c = FromAbi((*k)->configs[i]);
