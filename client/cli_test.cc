@@ -6,6 +6,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <sys/wait.h>
 
 #include "client/report.h"
@@ -262,6 +263,50 @@ TEST(Report, MarkdownNamesKernelAndWholeConfig) {
   const std::string md2 = FormatReport(job, "markdown");
   EXPECT_EQ(md2.find("<b>"), std::string::npos) << md2;
   EXPECT_NE(md2.find("evil\\` \\| &lt;b&gt;x&lt;/b&gt; `BM128"), std::string::npos) << md2;
+}
+
+// Rows with the same kernel and config on both sides give the job's own
+// timing spread; the Markdown report marks them and says which changed rows
+// moved outside that spread.
+TEST(Report, MarkdownSeparatesChangedRowsFromTheJobsTimingSpread) {
+  v1::Job job;
+  job.set_job_id("job-9");
+  job.set_state(v1::JOB_STATE_DONE);
+  auto add = [&](int64_t m, int base_warps, int cand_warps, double base_us, double cand_us) {
+    v1::TaskResult* r = job.add_results();
+    r->set_m(m);
+    r->set_arch("sm_90a");
+    r->mutable_shape()->set_op(v1::OP_VUP);
+    r->mutable_shape()->set_b(16), r->mutable_shape()->set_n(256), r->mutable_shape()->set_k(512);
+    for (auto [run, warps, us] : {std::tuple{r->mutable_baseline(), base_warps, base_us},
+                                  std::tuple{r->mutable_candidate(), cand_warps, cand_us}}) {
+      run->mutable_kernel()->set_kernel("a16wfp4_wgmma_rs");
+      v1::TileConfig* c = run->mutable_config();
+      c->set_block_m(64), c->set_block_n(64), c->set_block_k(64), c->set_ksplit(1), c->set_num_stages(10),
+          c->set_num_warps(warps);
+      run->mutable_timing()->set_median_us(us);
+      run->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+    }
+  };
+  add(1, 5, 5, 3.0, 3.21);    // same config: +7.0%
+  add(4, 5, 5, 3.0, 2.85);    // same config: -5.0%
+  add(64, 5, 12, 5.2, 4.6);   // changed: -11.5%, outside the spread
+  add(256, 5, 12, 6.0, 6.06); // changed: +1.0%, inside it
+  const std::string md = FormatReport(job, "markdown");
+  EXPECT_NE(md.find("| +7.0% (same config) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| -11.5% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("2 rows run the same kernel and config on both sides; their delta, -5.0% to +7.0%, is this job's "
+                    "run-to-run spread."),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("Of the 2 rows whose config changed, 1 moved outside it (vup B=16 N=256 K=512 M=64 sm\\_90a -11.5%) "
+                    "and 1 inside it"),
+            std::string::npos)
+      << md;
+  // No same-config row: no spread to report.
+  v1::Job changed_only;
+  *changed_only.add_results() = job.results(2);
+  EXPECT_EQ(FormatReport(changed_only, "markdown").find("run-to-run spread"), std::string::npos);
 }
 
 }  // namespace

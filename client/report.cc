@@ -1,6 +1,8 @@
 #include "client/report.h"
 
+#include <algorithm>
 #include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -45,6 +47,53 @@ std::string RunCell(const v1::KernelRun& r) {
 std::string Delta(double base, double cand) {
   if (base <= 0 || cand <= 0) return "-";
   return absl::StrFormat("%+.1f%%", 100.0 * (cand - base) / base);
+}
+
+// Rows that run the same kernel and config on both sides measure the job's
+// own run-to-run spread (a worker timing the same kernel twice: up to 7% at
+// 3-4 us on the H200, BENCHMARKS.md); a changed row's delta inside that
+// spread is not evidence that the change is faster or slower. Empty when the
+// job has no such rows or no changed rows.
+std::string TimingSpreadMarkdown(const v1::Job& job) {
+  double lo = 0, hi = 0;
+  int same = 0;
+  struct Changed {
+    const v1::TaskResult* r;
+    double pct;
+  };
+  std::vector<Changed> changed;
+  for (const v1::TaskResult& r : job.results()) {
+    if (Infra(r)) continue;
+    const double b = r.baseline().timing().median_us(), c = r.candidate().timing().median_us();
+    if (b <= 0 || c <= 0) continue;
+    const double pct = 100.0 * (c - b) / b;
+    if (RunCell(r.baseline()) == RunCell(r.candidate())) {
+      lo = same == 0 ? pct : std::min(lo, pct);
+      hi = same == 0 ? pct : std::max(hi, pct);
+      ++same;
+    } else {
+      changed.push_back({&r, pct});
+    }
+  }
+  if (same == 0 || changed.empty()) return "";
+  std::string out = absl::StrFormat(
+      "\n%d row%s run the same kernel and config on both sides; their delta, %+.1f%% to %+.1f%%, is this job's "
+      "run-to-run spread.",
+      same, same == 1 ? "" : "s", lo, hi);
+  std::string outside;
+  int inside = 0;
+  for (const Changed& ch : changed) {
+    if (ch.pct >= lo && ch.pct <= hi) {
+      ++inside;
+      continue;
+    }
+    absl::StrAppend(&outside, outside.empty() ? "" : ", ", MarkdownEscape(ShapeName(ch.r->shape())), " M=", ch.r->m(),
+                    " ", MarkdownEscape(ch.r->arch()), " ", absl::StrFormat("%+.1f%%", ch.pct));
+  }
+  absl::StrAppend(&out, " Of the ", changed.size(), " rows whose config changed, ", changed.size() - inside,
+                  " moved outside it", outside.empty() ? "" : absl::StrCat(" (", outside, ")"), " and ", inside,
+                  " inside it (not evidence either way).\n");
+  return out;
 }
 
 }  // namespace
@@ -241,11 +290,14 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
         continue;
       }
       const double b = r.baseline().timing().median_us(), c = r.candidate().timing().median_us();
+      const bool same = RunCell(r.baseline()) == RunCell(r.candidate());
       absl::StrAppend(&md, "| ", MarkdownEscape(ShapeName(r.shape())), " | ", r.m(), " | ", MarkdownEscape(r.arch()), " | ",
                       RunCell(r.baseline()), " | ", RunCell(r.candidate()), " | ",
-                      absl::StrFormat("%.1f", b), " | ", absl::StrFormat("%.1f", c), " | ", Delta(b, c), " | ",
-                      VerdictText(r.baseline()), " | ", VerdictText(r.candidate()), " |\n");
+                      absl::StrFormat("%.1f", b), " | ", absl::StrFormat("%.1f", c), " | ", Delta(b, c),
+                      same ? " (same config)" : "", " | ", VerdictText(r.baseline()), " | ", VerdictText(r.candidate()),
+                      " |\n");
     }
+    absl::StrAppend(&md, TimingSpreadMarkdown(job));
     bool any_triage = false;
     for (const v1::TaskResult& r : job.results())
       any_triage |= r.triage().triage_class() != v1::TRIAGE_CLASS_PASS &&
