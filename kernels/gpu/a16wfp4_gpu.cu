@@ -2321,8 +2321,8 @@ constexpr int kNumWt = sizeof(kWtEntries) / sizeof(kWtEntries[0]);
 // Register-sourced variants: (BM, consumer warpgroups, stages, CTAs per SM
 // budgeted, K). num_warps = 5 (one consumer warpgroup and the producer
 // warp) or 12 (two and the producer warpgroup), BLOCK_SIZE_N = 64 x
-// consumer warpgroups (32 for the 32-row variants further down). Every one is compiled for K in {128, 192, 256, 512}
-// (A fragments: K/4 registers; accumulators: BM/2; budgets of 232 and 255
+// consumer warpgroups (32 for the 32-row variants further down). Every
+// one is compiled for K in {128, 192, 256, 512} (A fragments: K/4 registers; accumulators: BM/2; budgets of 232 and 255
 // registers, 168 for two 160-thread CTAs per SM, so the 64-row variant
 // runs one CTA per SM at K = 512). The rings are deep: with 4 stages (half
 // a K = 512 tile) GLM-5 V-up M = 16384 took 141 us, with 8 122 us
@@ -2426,8 +2426,9 @@ TensorMapEncodeFn TensorMapEncoder() {
 }
 
 // A bf16 tensor (d0 contiguous, d1, d2) with strides s1, s2 (elements),
-// 128-byte swizzled boxes of box0 x box1 x 1; false if the driver refuses it.
-// box0 = 64 elements (128 bytes) uses the 128-byte swizzle, 32 the 64-byte one.
+// swizzled boxes of box0 x box1 x 1 (box0 = 64 elements, 128 bytes: the
+// 128-byte swizzle; box0 = 32: the 64-byte one); false if the driver
+// refuses it.
 bool EncodeBf16Map(TensorMapEncodeFn encode, CUtensorMap* map, const void* base, int64_t d0, int64_t d1, int64_t d2,
                    int64_t s1, int64_t s2, int box0, int box1) {
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1), static_cast<cuuint64_t>(d2)};
