@@ -303,6 +303,15 @@ TEST(Report, MarkdownSeparatesChangedRowsFromTheJobsTimingSpread) {
                     "and 1 inside it"),
             std::string::npos)
       << md;
+  // The same table config built from a pull request's own kernel library is
+  // a change, not a measure of noise.
+  v1::Job rebuilt = job;
+  rebuilt.mutable_results(0)->mutable_candidate()->mutable_kernel()->set_build_id("pr-123");
+  const std::string md3 = FormatReport(rebuilt, "markdown");
+  EXPECT_EQ(md3.find("| +7.0% (same config) |"), std::string::npos) << md3;
+  EXPECT_NE(md3.find("1 row runs the same kernel and config on both sides; their delta, -5.0% to -5.0%"), std::string::npos)
+      << md3;
+  EXPECT_NE(md3.find("Of the 3 rows whose config changed, 3 moved outside it"), std::string::npos) << md3;
   // No same-config row: no spread to report.
   v1::Job changed_only;
   *changed_only.add_results() = job.results(2);

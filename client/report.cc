@@ -49,6 +49,15 @@ std::string Delta(double base, double cand) {
   return absl::StrFormat("%+.1f%%", 100.0 * (cand - base) / base);
 }
 
+// Whether both sides ran the same code: the whole kernel reference (library,
+// kernel, build, library hash) and the whole tile config, compared as
+// triage compares them (kernel_triage.cc: kernel_differs, entry_differs).
+// A pull request's own kernel library under an unchanged table is a change.
+bool SameKernelAndConfig(const v1::TaskResult& r) {
+  return r.baseline().kernel().SerializeAsString() == r.candidate().kernel().SerializeAsString() &&
+         r.baseline().config().SerializeAsString() == r.candidate().config().SerializeAsString();
+}
+
 // Rows that run the same kernel and config on both sides measure the job's
 // own run-to-run spread (a worker timing the same kernel twice: up to 7% at
 // 3-4 us on the H200, BENCHMARKS.md); a changed row's delta inside that
@@ -67,7 +76,7 @@ std::string TimingSpreadMarkdown(const v1::Job& job) {
     const double b = r.baseline().timing().median_us(), c = r.candidate().timing().median_us();
     if (b <= 0 || c <= 0) continue;
     const double pct = 100.0 * (c - b) / b;
-    if (RunCell(r.baseline()) == RunCell(r.candidate())) {
+    if (SameKernelAndConfig(r)) {
       lo = same == 0 ? pct : std::min(lo, pct);
       hi = same == 0 ? pct : std::max(hi, pct);
       ++same;
@@ -77,9 +86,9 @@ std::string TimingSpreadMarkdown(const v1::Job& job) {
   }
   if (same == 0 || changed.empty()) return "";
   std::string out = absl::StrFormat(
-      "\n%d row%s run the same kernel and config on both sides; their delta, %+.1f%% to %+.1f%%, is this job's "
+      "\n%d %s the same kernel and config on both sides; their delta, %+.1f%% to %+.1f%%, is this job's "
       "run-to-run spread.",
-      same, same == 1 ? "" : "s", lo, hi);
+      same, same == 1 ? "row runs" : "rows run", lo, hi);
   std::string outside;
   int inside = 0;
   for (const Changed& ch : changed) {
@@ -290,11 +299,10 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
         continue;
       }
       const double b = r.baseline().timing().median_us(), c = r.candidate().timing().median_us();
-      const bool same = RunCell(r.baseline()) == RunCell(r.candidate());
       absl::StrAppend(&md, "| ", MarkdownEscape(ShapeName(r.shape())), " | ", r.m(), " | ", MarkdownEscape(r.arch()), " | ",
                       RunCell(r.baseline()), " | ", RunCell(r.candidate()), " | ",
                       absl::StrFormat("%.1f", b), " | ", absl::StrFormat("%.1f", c), " | ", Delta(b, c),
-                      same ? " (same config)" : "", " | ", VerdictText(r.baseline()), " | ", VerdictText(r.candidate()),
+                      SameKernelAndConfig(r) ? " (same config)" : "", " | ", VerdictText(r.baseline()), " | ", VerdictText(r.candidate()),
                       " |\n");
     }
     absl::StrAppend(&md, TimingSpreadMarkdown(job));
