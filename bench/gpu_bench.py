@@ -59,17 +59,22 @@ class GemmArgs(C.Structure):
                 ("w_packed", C.c_void_p), ("w_packed_stride_b", C.c_int64), ("w_packed_stride_n", C.c_int64),
                 ("w_scales", C.c_void_p), ("w_scales_stride_b", C.c_int64), ("w_scales_stride_n", C.c_int64),
                 ("y", C.c_void_p), ("y_stride_b", C.c_int64), ("y_stride_m", C.c_int64),
-                ("workspace", C.c_void_p), ("workspace_bytes", C.c_size_t), ("stream", C.c_void_p)]
+                ("workspace", C.c_void_p), ("workspace_bytes", C.c_size_t), ("stream", C.c_void_p),
+                ("launch_flags", C.c_uint32)]  # ABI version 2; version-1 libraries read only what precedes it
 
 
 CHECK_FN = C.CFUNCTYPE(C.c_int32, C.POINTER(GemmArgs), C.POINTER(TileConfig), C.c_char_p, C.c_size_t)
 WS_FN = C.CFUNCTYPE(C.c_size_t, C.POINTER(GemmArgs), C.POINTER(TileConfig))
 
 
-class Kernel(C.Structure):
+class KernelV1(C.Structure):
     _fields_ = [("name", C.c_char_p), ("device", C.c_int32), ("archs", C.c_char_p), ("activation_modes", C.c_uint32),
                 ("configs", C.POINTER(TileConfig)), ("num_configs", C.c_int32),
                 ("can_implement", CHECK_FN), ("workspace_size", WS_FN), ("run", CHECK_FN)]
+
+
+class Kernel(C.Structure):  # ABI version 2
+    _fields_ = KernelV1._fields_ + [("launch_flags", C.c_uint32)]
 
 
 class Library(C.Structure):
@@ -82,10 +87,12 @@ def load_kernels(path):
     lib = C.CDLL(path)
     lib.mxval_get_kernel_library.restype = C.POINTER(Library)
     table = lib.mxval_get_kernel_library().contents
-    assert table.abi_version == 1, table.abi_version
+    assert table.abi_version in (1, 2), table.abi_version
+    # A version-1 table (an older build, e.g. an A/B baseline) has the shorter kernel struct.
+    kernels = table.kernels if table.abi_version == 2 else C.cast(table.kernels, C.POINTER(KernelV1))
     out = {}
     for i in range(table.num_kernels):
-        k = table.kernels[i]
+        k = kernels[i]
         out[k.name.decode()] = (k, [k.configs[j] for j in range(k.num_configs)])
     return lib, out
 

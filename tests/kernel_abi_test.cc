@@ -69,6 +69,59 @@ TEST(KernelAbi, BuggyPluginIsCaughtOnlyWhereItIsWrong) {
   EXPECT_EQ(r.verdict, reference::Verdict::kFailCatastrophic) << r.reason;
 }
 
+// The version-1 layout of mxval_kernel (before launch_flags), as a library
+// built against the version-1 header lays out its table.
+struct KernelV1 {
+  const char* name;
+  int32_t device;
+  const char* archs;
+  uint32_t activation_modes;
+  const mxval_tile_config* configs;
+  int32_t num_configs;
+  int32_t (*can_implement)(const mxval_gemm_args*, const mxval_tile_config*, char*, size_t);
+  size_t (*workspace_size)(const mxval_gemm_args*, const mxval_tile_config*);
+  int32_t (*run)(const mxval_gemm_args*, const mxval_tile_config*, char*, size_t);
+};
+
+TEST(KernelAbi, VersionOneLibrariesLoadWithNoLaunchFlags) {
+  const mxval_kernel& cpu = cpu::CpuKernelLibrary()->kernels[0];
+  static_assert(sizeof(KernelV1) < sizeof(mxval_kernel), "version 2 appends launch_flags");
+  // Two entries, so a wrong stride would misread the second one.
+  KernelV1 v1[2];
+  for (int i = 0; i < 2; ++i) {
+    v1[i] = {i == 0 ? "first" : "second", cpu.device, cpu.archs, cpu.activation_modes, cpu.configs,
+             cpu.num_configs, cpu.can_implement, cpu.workspace_size, cpu.run};
+  }
+  mxval_kernel_library table = *cpu::CpuKernelLibrary();
+  table.abi_version = 1;
+  table.num_kernels = 2;
+  table.kernels = reinterpret_cast<const mxval_kernel*>(v1);
+  auto lib = KernelLibrary::FromTable(&table);
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  EXPECT_EQ((*lib)->abi_version(), 1u);
+  auto second = (*lib)->Find("second");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->run, cpu.run);
+  EXPECT_EQ((*second)->num_configs, cpu.num_configs);
+  EXPECT_EQ((*second)->launch_flags, 0u);
+  EXPECT_EQ(Validate(*second, TileConfig{}, {2, 9, 40, 128}, false).verdict, reference::Verdict::kPass);
+  // Version 2 is read in place, launch_flags included.
+  mxval_kernel v2[1] = {cpu};
+  v2[0].launch_flags = MXVAL_LAUNCH_PDL;
+  table.abi_version = 2;
+  table.num_kernels = 1;
+  table.kernels = v2;
+  lib = KernelLibrary::FromTable(&table);
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  EXPECT_EQ((*lib)->kernels()[0]->launch_flags, uint32_t{MXVAL_LAUNCH_PDL});
+  table.abi_version = 0;
+  EXPECT_EQ(KernelLibrary::FromTable(&table).status().code(), absl::StatusCode::kFailedPrecondition);
+  table.abi_version = 3;
+  const auto st = KernelLibrary::FromTable(&table).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("speaks 1 to 2"), std::string::npos) << st;
+}
+
 TEST(KernelAbi, LoaderErrors) {
   EXPECT_EQ(KernelLibrary::Open("/nonexistent/libx.so").status().code(), absl::StatusCode::kNotFound);
   // A real shared object without the symbol.

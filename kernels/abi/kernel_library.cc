@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -123,9 +124,9 @@ KernelLibrary::~KernelLibrary() {
 
 absl::Status KernelLibrary::Adopt(const mxval_kernel_library* t) {
   if (t == nullptr) return absl::InvalidArgumentError("kernel library table is null");
-  if (t->abi_version != MXVAL_KERNEL_ABI_VERSION) {
+  if (t->abi_version < MXVAL_KERNEL_ABI_MIN_VERSION || t->abi_version > MXVAL_KERNEL_ABI_VERSION) {
     return absl::FailedPreconditionError(absl::StrCat("kernel ABI version ", t->abi_version, ", this mxval speaks ",
-                                                      MXVAL_KERNEL_ABI_VERSION));
+                                                      MXVAL_KERNEL_ABI_MIN_VERSION, " to ", MXVAL_KERNEL_ABI_VERSION));
   }
   if (t->library_name == nullptr || t->build_id == nullptr) {
     return absl::InvalidArgumentError("kernel library lacks library_name or build_id");
@@ -135,9 +136,23 @@ absl::Status KernelLibrary::Adopt(const mxval_kernel_library* t) {
   }
   name_ = t->library_name;
   build_id_ = t->build_id;
+  abi_version_ = t->abi_version;
+  // A version-1 table is an array of the shorter version-1 struct (it ends
+  // before launch_flags): its entries are copied into full structs whose
+  // launch_flags are 0. Version-2 entries are used in place.
+  if (t->abi_version == 1) {
+    constexpr size_t kV1Size = offsetof(mxval_kernel, launch_flags);
+    static_assert(kV1Size % alignof(mxval_kernel) == 0, "the version-1 struct has no tail padding");
+    const char* base = reinterpret_cast<const char*>(t->kernels);
+    owned_.resize(static_cast<size_t>(t->num_kernels));
+    for (int i = 0; i < t->num_kernels; ++i) {
+      owned_[i] = mxval_kernel{};
+      memcpy(&owned_[i], base + i * kV1Size, kV1Size);
+    }
+  }
   std::set<std::string> names;
   for (int i = 0; i < t->num_kernels; ++i) {
-    const mxval_kernel& k = t->kernels[i];
+    const mxval_kernel& k = t->abi_version == 1 ? owned_[i] : t->kernels[i];
     if (k.name == nullptr || k.archs == nullptr || k.run == nullptr || k.can_implement == nullptr ||
         k.workspace_size == nullptr || k.num_configs < 0 || (k.num_configs > 0 && k.configs == nullptr)) {
       return absl::InvalidArgumentError(absl::StrCat("kernel #", i, " has a null name, archs, entry point or configs"));

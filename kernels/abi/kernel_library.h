@@ -18,7 +18,7 @@ class KernelLibrary {
  public:
   // dlopen()s `path` and reads its table. NOT_FOUND if the file or the
   // mxval_get_kernel_library symbol is missing; FAILED_PRECONDITION if its
-  // ABI version differs; INVALID_ARGUMENT if the table is malformed.
+  // ABI version is outside [MIN_VERSION, VERSION]; INVALID_ARGUMENT if the table is malformed.
   static absl::StatusOr<std::unique_ptr<KernelLibrary>> Open(const std::string& path);
   // Loads the external library `name` the way a worker must: only
   // <dir>/lib<name>.so (after symlinks, still inside `dir`), and only if the
@@ -35,6 +35,9 @@ class KernelLibrary {
 
   const std::string& name() const { return name_; }
   const std::string& build_id() const { return build_id_; }
+  // The table's abi_version (1 or 2); kernels() always have the version-2
+  // layout (a version-1 kernel's launch_flags are 0).
+  uint32_t abi_version() const { return abi_version_; }
   const std::vector<const mxval_kernel*>& kernels() const { return kernels_; }
   // NOT_FOUND listing the names it has.
   absl::StatusOr<const mxval_kernel*> Find(const std::string& kernel_name) const;
@@ -44,6 +47,8 @@ class KernelLibrary {
   absl::Status Adopt(const mxval_kernel_library* table);
   void* handle_ = nullptr;
   std::string name_, build_id_;
+  uint32_t abi_version_ = 0;
+  std::vector<mxval_kernel> owned_;  // version-1 kernels, widened
   std::vector<const mxval_kernel*> kernels_;
 };
 

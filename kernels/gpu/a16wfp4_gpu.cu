@@ -496,11 +496,13 @@ void SetErr(char* err, size_t len, const char* msg) {
 }
 
 #if defined(MXVAL_NVIDIA)
-// MXVAL_CUDA_PDL=1: launch a16wfp4_decode, the TMA-fed a16wfp4_wgmma
-// variants and a16wfp4_wgmma_rs with programmatic dependent launch. Read on
-// every call (like the other knobs), so that one process can time both
-// launches (bench/gpu_bench.py --pdl); a graph keeps what was captured.
-bool PdlRequested() {
+// Programmatic dependent launch for a16wfp4_decode, the TMA-fed
+// a16wfp4_wgmma variants and a16wfp4_wgmma_rs: when the caller allows it
+// (args->launch_flags & MXVAL_LAUNCH_PDL, ABI version 2), or for every call
+// while MXVAL_CUDA_PDL=1 is set (the bench scripts' switch, read per call so
+// one process can time both launches; a graph keeps what was captured).
+bool PdlRequested(const mxval_gemm_args* a) {
+  if (a->launch_flags & MXVAL_LAUNCH_PDL) return true;
   const char* v = getenv("MXVAL_CUDA_PDL");
   return v != nullptr && v[0] == '1';
 }
@@ -1159,11 +1161,10 @@ int32_t DecodeRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* er
   if (int32_t r = RaiseSmem(e->kernel, smem, &raised[e - kDecodeEntries], err, len)) return r;
   const dim3 grid(static_cast<unsigned>((a->N + c->block_n - 1) / c->block_n),
                   static_cast<unsigned>((a->M + c->block_m - 1) / c->block_m), static_cast<unsigned>(a->B));
-  // Opt-in programmatic dependent launch (MXVAL_CUDA_PDL=1; BENCHMARKS.md has
-  // both timings):
-  // the contract is that w_packed and w_scales are not written by the kernel
-  // launched just before this one on the stream.
-  if (PdlRequested()) {
+  // Opt-in programmatic dependent launch (MXVAL_LAUNCH_PDL; BENCHMARKS.md
+  // has both timings): the contract is that w_packed and w_scales are not
+  // written by the kernel launched just before this one on the stream.
+  if (PdlRequested(a)) {
     const cudaError_t le = LaunchWithPdl(e->kernel, grid, c->num_warps * 32, smem, a->stream, p);
     if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
     return 0;
@@ -2596,7 +2597,7 @@ int32_t WgmmaRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err
   } else {
     CUtensorMap xmap, ymap;
     if (int32_t r = EncodeXYMaps(a, c->block_m, 64, &xmap, &ymap, "a16wfp4_wgmma", err, len)) return r;
-    if (PdlRequested()) {
+    if (PdlRequested(a)) {
       // Opt-in, as for a16wfp4_decode: the contract is that the kernel
       // launched just before this one on the stream does not write
       // w_packed or w_scales.
@@ -2705,7 +2706,7 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
     return r;
   }
   cudaError_t le;
-  const bool pdl = PdlRequested();  // the same opt-in contract as a16wfp4_wgmma's
+  const bool pdl = PdlRequested(a);  // the same opt-in contract as a16wfp4_wgmma's
   // MXVAL_RS_CLUSTER=2 (a diagnostic, read per call): NUM_KSPLIT = 1 configs
   // launched in clusters of two CTAs, which the kernel ignores, to time what
   // the cluster launch costs by itself.

@@ -12,10 +12,14 @@ namespace {
 constexpr int32_t kDevice = MXVAL_DEVICE_HIP;
 constexpr const char* kArchs = "gfx90a,gfx940,gfx942";
 constexpr const char* kLibraryName = "mxval-builtin-hip";
+constexpr uint32_t kPdl = 0;  // no programmatic dependent launch under HIP
 #else
 constexpr int32_t kDevice = MXVAL_DEVICE_CUDA;
 constexpr const char* kArchs = "sm_90a";
 constexpr const char* kLibraryName = "mxval-builtin-cuda";
+// a16wfp4_decode, a16wfp4_wgmma (its TMA-fed variants) and a16wfp4_wgmma_rs
+// launch with programmatic dependent launch when args allow it.
+constexpr uint32_t kPdl = MXVAL_LAUNCH_PDL;
 #endif
 
 size_t Workspace(const mxval_gemm_args* a, const mxval_tile_config* c) { return mxval::gpu::WorkspaceSize(a, c); }
@@ -37,16 +41,16 @@ const mxval_kernel_library* Build() {
   kernels[2] = {"a16wfp4_tc_panel", kDevice, kArchs, modes, panel, n_panel, mxval::gpu::PanelCanImplement, Workspace,
                 mxval::gpu::PanelRun};
   kernels[3] = {"a16wfp4_decode", kDevice, kArchs, modes, decode, n_decode, mxval::gpu::DecodeCanImplement, Workspace,
-                mxval::gpu::DecodeRun};
+                mxval::gpu::DecodeRun, kPdl};
   int32_t count = 4;
   // The Hopper kernels exist in the CUDA build only (no configs under HIP).
   if (n_wg > 0) {
     kernels[count++] = {"a16wfp4_wgmma", kDevice, kArchs, modes, wg, n_wg, mxval::gpu::WgmmaCanImplement, Workspace,
-                        mxval::gpu::WgmmaRun};
+                        mxval::gpu::WgmmaRun, kPdl};
   }
   if (n_rs > 0) {
     kernels[count++] = {"a16wfp4_wgmma_rs", kDevice, kArchs, modes, rs, n_rs, mxval::gpu::WgmmaRsCanImplement,
-                        Workspace, mxval::gpu::WgmmaRsRun};
+                        Workspace, mxval::gpu::WgmmaRsRun, kPdl};
   }
   static const mxval_kernel_library lib = {MXVAL_KERNEL_ABI_VERSION, kLibraryName, MXVAL_BUILD_ID, count, kernels};
   return &lib;

@@ -1,4 +1,4 @@
-/* mxval kernel ABI, version 1: how a kernel library presents A16WFP4 kernels.
+/* mxval kernel ABI, version 2: how a kernel library presents A16WFP4 kernels.
  *
  * A kernel library is a shared object exporting one C symbol:
  *
@@ -29,6 +29,20 @@
  *  - run() may be asynchronous on `stream`; the caller synchronizes.
  *  - `workspace` (device memory of workspace_size() bytes) is scratch, e.g.
  *    split-K partials; its contents on entry are undefined.
+ *
+ * Launch flags (version 2). args->launch_flags says what the caller allows
+ * for this run; a kernel's launch_flags say which of them its run() acts on.
+ * A kernel may ignore any flag: a plain launch is always correct.
+ *  - MXVAL_LAUNCH_PDL (CUDA programmatic dependent launch): the kernel may be
+ *    launched so that it starts while the kernel before it on the stream is
+ *    still running. Before griddepcontrol.wait it may read only w_packed and
+ *    w_scales (weights are not produced by the kernel before); x, y and the
+ *    workspace only after it. mxval checks this: in a launch=pdl task the
+ *    kernel runs right after one that writes x late and reads y late.
+ *
+ * Version 1 (no launch flags) libraries still load: their kernels are read
+ * with the version-1 layout and act on no flags. A version-1 run() reads
+ * only the version-1 prefix of mxval_gemm_args, which is unchanged.
  */
 #ifndef MXVAL_KERNEL_API_H_
 #define MXVAL_KERNEL_API_H_
@@ -40,12 +54,17 @@
 extern "C" {
 #endif
 
-#define MXVAL_KERNEL_ABI_VERSION 1u
+#define MXVAL_KERNEL_ABI_VERSION 2u
+#define MXVAL_KERNEL_ABI_MIN_VERSION 1u /* the oldest a loader accepts */
 #define MXVAL_KERNEL_LIBRARY_SYMBOL "mxval_get_kernel_library"
 
 enum mxval_activation_mode {
   MXVAL_ACT_BF16 = 0,
   MXVAL_ACT_MXFP4_EVEN = 1,
+};
+
+enum mxval_launch_flag {
+  MXVAL_LAUNCH_PDL = 1,  /* programmatic dependent launch (CUDA, sm_90+) */
 };
 
 enum mxval_device_kind {
@@ -73,6 +92,7 @@ typedef struct mxval_gemm_args {
   void* workspace;
   size_t workspace_bytes;
   void* stream;        /* cudaStream_t / hipStream_t; NULL for CPU kernels */
+  uint32_t launch_flags; /* version 2: bits of enum mxval_launch_flag allowed for this run */
 } mxval_gemm_args;
 
 typedef struct mxval_kernel {
@@ -86,6 +106,7 @@ typedef struct mxval_kernel {
   int32_t (*can_implement)(const mxval_gemm_args* args, const mxval_tile_config* config, char* err, size_t err_len);
   size_t (*workspace_size)(const mxval_gemm_args* args, const mxval_tile_config* config);
   int32_t (*run)(const mxval_gemm_args* args, const mxval_tile_config* config, char* err, size_t err_len);
+  uint32_t launch_flags;     /* version 2: the enum mxval_launch_flag bits run() acts on */
 } mxval_kernel;
 
 typedef struct mxval_kernel_library {
