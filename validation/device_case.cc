@@ -77,8 +77,9 @@ mxval_gemm_args DeviceCase::Args(const Set& s) const {
                     rt_.stream());
 }
 
-KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config) {
-  return [this, kernel, config](const CaseData& d, uint16_t* y) -> absl::Status {
+KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config, uint32_t launch_flags) {
+  const uint32_t flags = EffectiveFlags(kernel, launch_flags);
+  return [this, kernel, config, flags](const CaseData& d, uint16_t* y) -> absl::Status {
     if (&d != &data_) return absl::InvalidArgumentError("DeviceCase::Kernel used with a different case");
     Set& s = sets_[0];
     const mxval_tile_config c = ToAbi(config);
@@ -90,8 +91,37 @@ KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config
       s.workspace = std::move(*w);
     }
     MXVAL_RETURN_IF_ERROR(rt_.Memset(s.workspace.get(), 0xFF, s.workspace.bytes()));
-    MXVAL_RETURN_IF_ERROR(rt_.CopyToDevice(s.y.get(), y, d.y_elems * sizeof(uint16_t)));  // poisoned
+    const size_t y_bytes = d.y_elems * sizeof(uint16_t);
+    MXVAL_RETURN_IF_ERROR(rt_.CopyToDevice(s.y.get(), y, y_bytes));  // poisoned
     a = Args(s);
+    a.launch_flags = flags;
+    if (flags & MXVAL_LAUNCH_PDL) {
+      auto alloc = [&](DeviceBuffer& b, size_t bytes) -> absl::Status {
+        if (b.bytes() >= bytes) return absl::OkStatus();
+        auto r = DeviceBuffer::Allocate(rt_, bytes);
+        if (!r.ok()) return r.status();
+        b = std::move(*r);
+        return absl::OkStatus();
+      };
+      MXVAL_RETURN_IF_ERROR(alloc(late_x_, s.x.bytes()));
+      MXVAL_RETURN_IF_ERROR(alloc(late_y_, y_bytes));
+      MXVAL_RETURN_IF_ERROR(rt_.CopyOnDevice(late_x_.get(), s.x.get(), s.x.bytes()));
+      MXVAL_RETURN_IF_ERROR(rt_.CopyToDevice(late_y_.get(), y, y_bytes));
+      MXVAL_RETURN_IF_ERROR(rt_.Memset(s.x.get(), 0xFF, s.x.bytes()));  // bf16 NaN until the writer lands
+      LateWrite w;
+      w.first = {s.y.get(), late_y_.get(), y_bytes};
+      w.second = {s.x.get(), late_x_.get(), s.x.bytes()};
+      absl::Status st = rt_.LaunchLateWriter(w);
+      if (st.ok()) st = Run(*kernel, a, config);
+      if (!st.ok()) {
+        // x must not stay poisoned for the timing runs and the other side.
+        rt_.Synchronize().IgnoreError();
+        rt_.CopyOnDevice(s.x.get(), late_x_.get(), s.x.bytes()).IgnoreError();
+        return st;
+      }
+      MXVAL_RETURN_IF_ERROR(rt_.Synchronize());
+      return rt_.CopyToHost(y, s.y.get(), y_bytes);
+    }
     MXVAL_RETURN_IF_ERROR(Run(*kernel, a, config));
     MXVAL_RETURN_IF_ERROR(rt_.Synchronize());
     return rt_.CopyToHost(y, s.y.get(), d.y_elems * sizeof(uint16_t));
@@ -99,9 +129,11 @@ KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config
 }
 
 absl::StatusOr<DeviceTiming> DeviceCase::Time(const mxval_kernel* kernel, const TileConfig& config,
-                                              const TimingOptions& o) {
+                                              const TimingOptions& o, uint32_t launch_flags) {
   const mxval_tile_config c = ToAbi(config);
+  const uint32_t flags = EffectiveFlags(kernel, launch_flags);
   mxval_gemm_args probe = Args(sets_[0]);
+  probe.launch_flags = flags;
   MXVAL_RETURN_IF_ERROR(CanImplement(*kernel, probe, config));
   const size_t ws = kernel->workspace_size(&probe, &c);
   const int64_t set_bytes = static_cast<int64_t>(sets_[0].x.bytes() + sets_[0].packed.bytes() +
@@ -130,7 +162,9 @@ absl::StatusOr<DeviceTiming> DeviceCase::Time(const mxval_kernel* kernel, const 
   auto launch = [&]() -> absl::Status {
     const Set& s = sets_[next];
     next = (next + 1) % nsets;
-    return Run(*kernel, Args(s), config);
+    mxval_gemm_args a = Args(s);
+    a.launch_flags = flags;
+    return Run(*kernel, a, config);
   };
   for (int i = 0; i < std::max(o.warmup, nsets); ++i) MXVAL_RETURN_IF_ERROR(launch());
   MXVAL_RETURN_IF_ERROR(rt_.Synchronize());

@@ -7,6 +7,12 @@
 // undefined on entry), the device is synchronized (so an asynchronous fault
 // is reported by this run) and y is copied back for the host-side checker.
 //
+// With launch flag MXVAL_LAUNCH_PDL (used only if the kernel acts on it),
+// the run follows the runtime's late writer: x is poisoned (0xFF, NaN) and
+// the writer lets the kernel start at once, then after 20 us copies the
+// poisoned y over y and the real x over x. A kernel that reads x or writes
+// y before griddepcontrol.wait fails the check (non-finite or unwritten).
+//
 // Time() is the timing harness: warm-up launches, then samples of L
 // back-to-back launches between two events (captured into a graph where the
 // runtime can, so launch overhead does not dominate microsecond kernels),
@@ -53,10 +59,17 @@ class DeviceCase {
   // Runs `kernel` once on the mirrors (see above). Errors: the kernel's
   // refusal (INVALID_ARGUMENT) or a device fault (INTERNAL). `data` must be
   // the case this was uploaded from.
-  KernelFn Kernel(const mxval_kernel* kernel, const TileConfig& config);
+  KernelFn Kernel(const mxval_kernel* kernel, const TileConfig& config, uint32_t launch_flags = 0);
 
+  // launch_flags: as for Kernel(); every timed launch carries them (with PDL
+  // each launch may overlap the tail of the one before).
   absl::StatusOr<DeviceTiming> Time(const mxval_kernel* kernel, const TileConfig& config,
-                                    const TimingOptions& options);
+                                    const TimingOptions& options, uint32_t launch_flags = 0);
+
+  // The flags a run of `kernel` gets when `requested` are asked for.
+  static uint32_t EffectiveFlags(const mxval_kernel* kernel, uint32_t requested) {
+    return requested & kernel->launch_flags;
+  }
 
   DeviceRuntime& runtime() { return rt_; }
 
@@ -71,6 +84,7 @@ class DeviceCase {
   DeviceRuntime& rt_;
   const CaseData& data_;
   std::vector<Set> sets_;  // sets_[0] holds the uploaded case
+  DeviceBuffer late_x_, late_y_;  // the late writer's sources: the real x, the poisoned y
 };
 
 }  // namespace mxval

@@ -93,6 +93,60 @@ TEST(DeviceCase, WorkspaceIsPoisonedBeforeEachRun) {
   EXPECT_GE(r->accuracy.nan_count, 1);
 }
 
+uint32_t g_seen_flags = 0xdead;
+int32_t RecordsFlags(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  g_seen_flags = a->launch_flags;
+  return CpuKernel()->run(a, c, err, len);
+}
+
+// A kernel that does not act on MXVAL_LAUNCH_PDL is launched plain: it gets
+// no flag, no late writer runs, and it passes.
+TEST(DeviceCase, PdlIsOnlyPassedToKernelsThatActOnIt) {
+  auto rt = NewHostRuntime();
+  ASSERT_TRUE(rt->SetDevice(0).ok());
+  CaseData d = MakeCase();
+  auto dc = DeviceCase::Upload(*rt, d);
+  ASSERT_TRUE(dc.ok());
+  const mxval_kernel k = Variant(RecordsFlags);
+  ASSERT_EQ(k.launch_flags, 0u);
+  EXPECT_EQ(DeviceCase::EffectiveFlags(&k, MXVAL_LAUNCH_PDL), 0u);
+  auto r = CheckKernel(d, (*dc)->Kernel(&k, kConfig, MXVAL_LAUNCH_PDL), CheckOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->accuracy.verdict, reference::Verdict::kPass) << r->accuracy.reason;
+  EXPECT_EQ(g_seen_flags, 0u);
+  TimingOptions o;
+  o.samples = 1;
+  o.launches_per_sample = 1;
+  g_seen_flags = 0xdead;
+  ASSERT_TRUE((*dc)->Time(&k, kConfig, o, MXVAL_LAUNCH_PDL).ok());
+  EXPECT_EQ(g_seen_flags, 0u);
+}
+
+// A kernel that claims MXVAL_LAUNCH_PDL but reads x and writes y without
+// waiting for the kernel before it. The host runtime runs the late writer's
+// copies after the host kernel, which is exactly that kernel's behaviour on
+// a GPU: it computes with the poisoned x and its y is poisoned again.
+TEST(DeviceCase, PdlKernelThatDoesNotWaitIsCaught) {
+  auto rt = NewHostRuntime();
+  ASSERT_TRUE(rt->SetDevice(0).ok());
+  CaseData d = MakeCase();
+  auto dc = DeviceCase::Upload(*rt, d);
+  ASSERT_TRUE(dc.ok());
+  mxval_kernel k = Variant(RecordsFlags);
+  k.launch_flags = MXVAL_LAUNCH_PDL;
+  g_seen_flags = 0;
+  auto r = CheckKernel(d, (*dc)->Kernel(&k, kConfig, MXVAL_LAUNCH_PDL), CheckOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(g_seen_flags, uint32_t{MXVAL_LAUNCH_PDL});
+  EXPECT_NE(r->accuracy.verdict, reference::Verdict::kPass);
+  EXPECT_EQ(r->accuracy.unwritten_count + r->accuracy.nan_count, r->accuracy.checked) << r->accuracy.reason;
+  // The writer restored x: the same kernel launched plain passes, on the same mirrors.
+  auto plain = CheckKernel(d, (*dc)->Kernel(&k, kConfig, 0), CheckOptions{});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->accuracy.verdict, reference::Verdict::kPass) << plain->accuracy.reason;
+  EXPECT_EQ(g_seen_flags, 0u);
+}
+
 TEST(DeviceCase, RejectsAnotherCase) {
   auto rt = NewHostRuntime();
   CaseData d = MakeCase(), other = MakeCase(8);

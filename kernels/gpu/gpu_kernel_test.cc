@@ -68,10 +68,10 @@ const KernelLibrary* Library() {
 // buffers (validation/device_case.h: y poisoned, workspace poisoned, the
 // device synchronized so faults surface in this case).
 absl::StatusOr<CaseResult> CheckOnDevice(const CaseData& d, const mxval_kernel* kernel, const TileConfig& config,
-                                         const CheckOptions& opt) {
+                                         const CheckOptions& opt, uint32_t launch_flags = 0) {
   auto mirror = DeviceCase::Upload(*Cuda(), d);
   if (!mirror.ok()) return mirror.status();
-  return CheckKernel(d, (*mirror)->Kernel(kernel, config), opt);
+  return CheckKernel(d, (*mirror)->Kernel(kernel, config, launch_flags), opt);
 }
 
 struct Tally {
@@ -82,15 +82,16 @@ std::map<std::string, Tally>& Summary() {
   return *s;
 }
 
-void CheckCase(const mxval_kernel* k, const TileConfig& c, const CaseSpec& spec) {
+void CheckCase(const mxval_kernel* k, const TileConfig& c, const CaseSpec& spec, uint32_t launch_flags = 0) {
   auto d = CaseData::Build(spec, int64_t{24} << 30);
   ASSERT_TRUE(d.ok()) << d.status();
   CheckOptions opt;
   opt.sample_above_m = 2048;
   opt.sample_rows = 384;
-  auto r = CheckOnDevice(*d, k, c, opt);
+  auto r = CheckOnDevice(*d, k, c, opt, launch_flags);
   ASSERT_TRUE(r.ok()) << r.status();
-  const std::string key = std::string(k->name) + " " + c.ToString() + " " + ActivationModeName(spec.activations);
+  const std::string key = std::string(k->name) + " " + c.ToString() + " " + ActivationModeName(spec.activations) +
+                          (launch_flags & MXVAL_LAUNCH_PDL ? " pdl" : "");
   Tally& t = Summary()[key];
   ++t.cases;
   const bool pass = r->accuracy.verdict == reference::Verdict::kPass;
@@ -513,6 +514,71 @@ TEST_F(GpuKernels, WgmmaRsKernelEveryConfigAndK) {
   b = a;
   b.y_stride_m = 516;
   refused(b, two_wg, "multiples of 8");
+}
+
+// The late writer really lets the next kernel start early: a second writer
+// launched with PDL starts (global timer) before the first one, which spins
+// 200 us, has finished; launched plain, it starts after. Without this the
+// PDL checks below could pass vacuously.
+TEST_F(GpuKernels, LateWriterLetsThePdlKernelAfterItStartEarly) {
+  DeviceRuntime& rt = *Cuda();
+  auto stamps = DeviceBuffer::Allocate(rt, 4 * sizeof(uint64_t));
+  ASSERT_TRUE(stamps.ok());
+  for (bool pdl : {true, false}) {
+    ASSERT_TRUE(rt.Memset(stamps->get(), 0, 4 * sizeof(uint64_t)).ok());
+    LateWrite first, second;
+    first.delay_ns = 200000;
+    first.stamps = stamps->get();
+    second.delay_ns = 0;
+    second.stamps = static_cast<uint64_t*>(stamps->get()) + 2;
+    second.pdl = pdl;
+    ASSERT_TRUE(rt.LaunchLateWriter(first).ok());
+    ASSERT_TRUE(rt.LaunchLateWriter(second).ok());
+    ASSERT_TRUE(rt.Synchronize().ok());
+    uint64_t t[4];
+    ASSERT_TRUE(rt.CopyToHost(t, stamps->get(), sizeof(t)).ok());
+    ASSERT_GT(t[1], t[0]);
+    EXPECT_GE(t[1] - t[0], 200000u);
+    if (pdl) {
+      EXPECT_LT(t[2], t[1]) << "the PDL launch did not start before the writer ahead of it finished";
+    } else {
+      EXPECT_GE(t[2], t[1]) << "a plain launch started before the kernel ahead of it finished";
+    }
+  }
+}
+
+// Every kernel that acts on MXVAL_LAUNCH_PDL, every config, launched with it
+// right behind the late writer (x poisoned until 20 us after the kernel may
+// start, y poisoned again then): reading x or writing y before
+// griddepcontrol.wait fails these.
+TEST_F(GpuKernels, PdlLaunchesWaitForTheKernelBeforeThem) {
+  std::mt19937_64 rng(314);
+  int ran = 0;
+  for (const mxval_kernel* k : Library()->kernels()) {
+    if (!(k->launch_flags & MXVAL_LAUNCH_PDL)) continue;
+    for (int ci = 0; ci < k->num_configs; ++ci) {
+      const TileConfig c = FromAbi(k->configs[ci]);
+      for (int64_t K : {192, 512}) {
+        const std::string name = k->name;
+        if (name == "a16wfp4_decode" && !DecodeCompiledFor(c, K)) continue;
+        if (!CanImplement(*k, ShapeOnlyArgs(256, 512, K), c).ok()) continue;
+        for (int64_t M : {int64_t{1} + ci % 7, int64_t{2} * c.block_m + 5}) {
+          CaseSpec spec;
+          spec.shape = {4, M, K == 512 ? 256 : 512, K};
+          spec.layout = (M + ci) % 2 ? OutputLayout::kBatchMajor : OutputLayout::kHeadMajor;
+          spec.strided_x = (ci % 2) == 0;
+          spec.activations = (ci + K / 64) % 2 ? ActivationMode::kMxfp4Even : ActivationMode::kBf16;
+          spec.x_gen = *ParseGenerator("normal");
+          spec.w_gen = *ParseGenerator("normal");
+          spec.seed = rng();
+          SCOPED_TRACE(testing::Message() << name << " " << c.ToString() << " K=" << K << " M=" << M << " PDL");
+          CheckCase(k, c, spec, MXVAL_LAUNCH_PDL);
+          ++ran;
+        }
+      }
+    }
+  }
+  EXPECT_GE(ran, 40);
 }
 
 // The TMA-fed configs (num_warps = 9) end tiles with TMA stores of 64 x 64

@@ -4,10 +4,12 @@
 // few entry points below are used, each with its documented C signature.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/runtime/device_runtime.h"
+#include "kernels/runtime/late_writer_ptx.h"
 #include "mxval/kernel_api.h"
 
 namespace mxval {
@@ -21,6 +23,25 @@ using CUevent = void*;
 using CUgraph = void*;
 using CUgraphExec = void*;
 using CUdeviceptr = unsigned long long;  // NOLINT: the driver's typedef
+using CUmodule = void*;
+using CUfunction = void*;
+
+// cuLaunchKernelEx's configuration, as cuda.h (12.0+) lays it out.
+struct CuLaunchAttribute {
+  int id;
+  char pad[8 - sizeof(int)];
+  union {
+    char bytes[64];
+    int programmatic_stream_serialization_allowed;
+  } value;
+};
+struct CuLaunchConfig {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  CUstream stream;
+  CuLaunchAttribute* attrs;
+  unsigned num_attrs;
+};
+constexpr int kLaunchAttrProgrammaticStreamSerialization = 6;
 
 constexpr int kAttrMultiprocessors = 16;
 constexpr int kAttrL2Bytes = 38;
@@ -42,6 +63,7 @@ struct Api {
   CUresult (*PrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*CtxSetCurrent)(CUcontext);
   CUresult (*CtxSynchronize)();
+  CUresult (*CtxGetDevice)(CUdevice*);
   CUresult (*MemAlloc)(CUdeviceptr*, size_t);
   CUresult (*MemFree)(CUdeviceptr);
   CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
@@ -61,6 +83,10 @@ struct Api {
   CUresult (*GraphLaunch)(CUgraphExec, CUstream);
   CUresult (*GraphExecDestroy)(CUgraphExec);
   CUresult (*GraphDestroy)(CUgraph);
+  // Optional (CUDA 12.0+ drivers): the late writer needs them.
+  CUresult (*ModuleLoadData)(CUmodule*, const void*) = nullptr;
+  CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*LaunchKernelEx)(const CuLaunchConfig*, CUfunction, void**, void**) = nullptr;
 };
 
 template <typename F>
@@ -93,6 +119,7 @@ absl::StatusOr<Api> LoadApi() {
   ok &= Bind(h, a.PrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"});
   ok &= Bind(h, a.CtxSetCurrent, {"cuCtxSetCurrent"});
   ok &= Bind(h, a.CtxSynchronize, {"cuCtxSynchronize"});
+  ok &= Bind(h, a.CtxGetDevice, {"cuCtxGetDevice"});
   ok &= Bind(h, a.MemAlloc, {"cuMemAlloc_v2"});
   ok &= Bind(h, a.MemFree, {"cuMemFree_v2"});
   ok &= Bind(h, a.MemcpyHtoDAsync, {"cuMemcpyHtoDAsync_v2"});
@@ -112,6 +139,9 @@ absl::StatusOr<Api> LoadApi() {
   ok &= Bind(h, a.GraphLaunch, {"cuGraphLaunch"});
   ok &= Bind(h, a.GraphExecDestroy, {"cuGraphExecDestroy"});
   ok &= Bind(h, a.GraphDestroy, {"cuGraphDestroy"});
+  Bind(h, a.ModuleLoadData, {"cuModuleLoadData"});
+  Bind(h, a.ModuleGetFunction, {"cuModuleGetFunction"});
+  Bind(h, a.LaunchKernelEx, {"cuLaunchKernelEx"});
   if (!ok) {
     dlclose(h);
     return absl::UnavailableError("libcuda.so.1 lacks a driver API entry point mxval needs (driver too old)");
@@ -211,6 +241,7 @@ class CudaRuntime : public DeviceRuntime {
     if (auto s = Check(api_.CtxSetCurrent(ctx), "cuCtxSetCurrent"); !s.ok()) return s;
     // Non-blocking: capturable, and independent of the legacy stream.
     stream_ = nullptr;
+    late_writer_ = nullptr;  // its module belongs to the previous context
     return Check(api_.StreamCreate(&stream_, kStreamNonBlocking), "cuStreamCreate");
   }
 
@@ -262,6 +293,38 @@ class CudaRuntime : public DeviceRuntime {
     if (e) api_.EventDestroy(e);
   }
 
+  absl::Status LaunchLateWriter(const LateWrite& w) override {
+    if (auto s = RequireDevice(); !s.ok()) return s;
+    if (api_.ModuleLoadData == nullptr || api_.ModuleGetFunction == nullptr || api_.LaunchKernelEx == nullptr) {
+      return absl::UnimplementedError("this CUDA driver lacks cuLaunchKernelEx (needs 12.0+); no late writer");
+    }
+    if (late_writer_ == nullptr) {  // JIT-compiled once, on the primary context
+      CUmodule m = nullptr;
+      if (auto s = Check(api_.ModuleLoadData(&m, kLateWriterPtx), "cuModuleLoadData(late writer)"); !s.ok()) return s;
+      if (auto s = Check(api_.ModuleGetFunction(&late_writer_, m, "mxval_late_writer"), "cuModuleGetFunction");
+          !s.ok()) {
+        return s;
+      }
+      int sms = 0;
+      CUdevice d = 0;
+      api_.CtxGetDevice(&d);
+      api_.DeviceGetAttribute(&sms, kAttrMultiprocessors, d);
+      late_writer_ctas_ = sms > 0 ? static_cast<unsigned>(sms) : 132;
+    }
+    CUdeviceptr d1 = Ptr(w.first.dst), s1 = Ptr(w.first.src), d2 = Ptr(w.second.dst), s2 = Ptr(w.second.src),
+                stamps = Ptr(w.stamps);
+    unsigned long long n1 = w.first.bytes, n2 = w.second.bytes,  // NOLINT: the kernel's u64 parameters
+        delay = static_cast<unsigned long long>(std::max<int64_t>(w.delay_ns, 0));  // NOLINT
+    void* params[] = {&d1, &s1, &n1, &d2, &s2, &n2, &delay, &stamps};
+    CuLaunchAttribute attr{};
+    attr.id = kLaunchAttrProgrammaticStreamSerialization;
+    attr.value.programmatic_stream_serialization_allowed = 1;
+    // One CTA of 256 threads per SM: small enough to leave room on every SM
+    // for the kernel under test, which starts while these spin.
+    CuLaunchConfig cfg{late_writer_ctas_, 1, 1, 256, 1, 1, 0, stream_, w.pdl ? &attr : nullptr, w.pdl ? 1u : 0u};
+    return Check(api_.LaunchKernelEx(&cfg, late_writer_, params, nullptr), "cuLaunchKernelEx(late writer)");
+  }
+
   absl::StatusOr<std::unique_ptr<DeviceGraph>> Capture(const std::function<absl::Status()>& body) override {
     if (auto s = RequireDevice(); !s.ok()) return s;
     if (auto s = Check(api_.StreamBeginCapture(stream_, kCaptureModeRelaxed), "cuStreamBeginCapture"); !s.ok()) {
@@ -293,6 +356,8 @@ class CudaRuntime : public DeviceRuntime {
   Api api_;
   bool initialized_ = false;
   CUstream stream_ = nullptr;
+  CUfunction late_writer_ = nullptr;
+  unsigned late_writer_ctas_ = 0;
 };
 
 }  // namespace

@@ -16,7 +16,8 @@
 //         topology in sysfs. Compile-checked only: no AMD GPU is reachable
 //         from where this was written (see kernels/gpu/README.md).
 //   host  "device" memory is host memory filled with 0xA5 on allocation;
-//         synchronous; events are host timestamps. Lets the device-buffer
+//         synchronous (but for the late writer, see LaunchLateWriter);
+//         events are host timestamps. Lets the device-buffer
 //         and timing code run in CI with host kernels.
 #ifndef MXVAL_KERNELS_RUNTIME_DEVICE_RUNTIME_H_
 #define MXVAL_KERNELS_RUNTIME_DEVICE_RUNTIME_H_
@@ -40,6 +41,26 @@ struct DeviceProperties {
   int64_t memory_bytes = 0;
   int64_t l2_bytes = 0;
   int multiprocessors = 0;
+};
+
+// The kernel run before a kernel under test that may start early (launch
+// flag MXVAL_LAUNCH_PDL; late_writer.cu): it lets the next kernel on the
+// stream begin at once, waits delay_ns, then copies first.src -> first.dst
+// and second.src -> second.dst (mxval: the poisoned y over y, then the real
+// x over a poisoned x). Pointers are device pointers; stamps (device, two
+// uint64_t, optional) receive the writer's start and end on the global
+// timer (ns). pdl: the writer itself is launched with programmatic
+// dependent launch (tests chain two writers to observe the overlap).
+struct LateWrite {
+  struct Copy {
+    void* dst = nullptr;
+    const void* src = nullptr;
+    size_t bytes = 0;
+  };
+  Copy first, second;
+  int64_t delay_ns = 20000;
+  void* stamps = nullptr;
+  bool pdl = false;
 };
 
 // A captured sequence of launches, replayed with Launch() on the stream.
@@ -82,6 +103,13 @@ class DeviceRuntime {
   virtual absl::Status Record(void* event) = 0;
   virtual absl::StatusOr<double> ElapsedSeconds(void* start, void* end) = 0;
   virtual void DestroyEvent(void* event) = 0;
+
+  // Launches the late writer on stream() (asynchronous). cuda: the PTX
+  // kernel in late_writer_ptx.h. host: the copies are deferred to the next
+  // blocking call, so a host kernel run in between sees the poisoned x and
+  // y is probed after it ran, which is what a PDL kernel that never waits
+  // would do. hip: UNIMPLEMENTED (no programmatic dependent launch).
+  virtual absl::Status LaunchLateWriter(const LateWrite& w) = 0;
 
   // Captures the launches `body` makes on stream() into a graph.
   // UNIMPLEMENTED where the runtime cannot (host); callers fall back to

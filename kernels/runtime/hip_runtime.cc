@@ -242,6 +242,9 @@ class HipRuntime : public DeviceRuntime {
   void DestroyEvent(void* e) override {
     if (e) api_.EventDestroy(e);
   }
+  absl::Status LaunchLateWriter(const LateWrite&) override {
+    return absl::UnimplementedError("HIP has no programmatic dependent launch; no late writer");
+  }
   absl::StatusOr<std::unique_ptr<DeviceGraph>> Capture(const std::function<absl::Status()>& body) override {
     if (auto s = Check(api_.StreamBeginCapture(stream_, kCaptureModeRelaxed), "hipStreamBeginCapture"); !s.ok()) {
       return s;

@@ -36,15 +36,36 @@ class HostRuntime : public DeviceRuntime {
     return p;
   }
   void Free(void* p) override { std::free(p); }
-  absl::Status CopyToDevice(void* d, const void* s, size_t n) override { return Copy(d, s, n); }
-  absl::Status CopyToHost(void* d, const void* s, size_t n) override { return Copy(d, s, n); }
-  absl::Status CopyOnDevice(void* d, const void* s, size_t n) override { return Copy(d, s, n); }
+  absl::Status CopyToDevice(void* d, const void* s, size_t n) override {
+    Flush();
+    return Copy(d, s, n);
+  }
+  absl::Status CopyToHost(void* d, const void* s, size_t n) override {
+    Flush();
+    return Copy(d, s, n);
+  }
+  absl::Status CopyOnDevice(void* d, const void* s, size_t n) override {
+    Flush();
+    return Copy(d, s, n);
+  }
   absl::Status Memset(void* d, uint8_t v, size_t n) override {
+    Flush();
     if (n) std::memset(d, v, n);
     return absl::OkStatus();
   }
   void* stream() override { return nullptr; }
-  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status Synchronize() override {
+    Flush();
+    return absl::OkStatus();
+  }
+  // Deferred until the next blocking call (see device_runtime.h): a host
+  // kernel runs synchronously inside its launch, so it runs entirely before
+  // the writer, as a PDL kernel that never waits could on a GPU.
+  absl::Status LaunchLateWriter(const LateWrite& w) override {
+    Flush();
+    pending_.push_back(w);
+    return absl::OkStatus();
+  }
   absl::StatusOr<void*> CreateEvent() override { return static_cast<void*>(new double(0)); }
   absl::Status Record(void* e) override {
     *static_cast<double*>(e) =
@@ -64,6 +85,14 @@ class HostRuntime : public DeviceRuntime {
     if (n) std::memmove(d, s, n);
     return absl::OkStatus();
   }
+  void Flush() {
+    for (const LateWrite& w : pending_) {
+      Copy(w.first.dst, w.first.src, w.first.bytes).IgnoreError();
+      Copy(w.second.dst, w.second.src, w.second.bytes).IgnoreError();
+    }
+    pending_.clear();
+  }
+  std::vector<LateWrite> pending_;
 };
 
 }  // namespace

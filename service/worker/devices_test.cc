@@ -36,6 +36,7 @@ class ThreeDevices : public DeviceRuntime {
   absl::Status Record(void* e) override { return host_->Record(e); }
   absl::StatusOr<double> ElapsedSeconds(void* a, void* b) override { return host_->ElapsedSeconds(a, b); }
   void DestroyEvent(void* e) override { host_->DestroyEvent(e); }
+  absl::Status LaunchLateWriter(const LateWrite& w) override { return host_->LaunchLateWriter(w); }
   absl::StatusOr<std::unique_ptr<DeviceGraph>> Capture(const std::function<absl::Status()>& f) override {
     return host_->Capture(f);
   }
