@@ -318,5 +318,43 @@ TEST(Report, MarkdownSeparatesChangedRowsFromTheJobsTimingSpread) {
   EXPECT_EQ(FormatReport(changed_only, "markdown").find("run-to-run spread"), std::string::npos);
 }
 
+// A launch=pdl job: the header says so, cells mark the sides that ran with
+// PDL, a side that ran plain under it is a change, and JUnit carries the
+// launch as a property.
+TEST(Report, PdlJobsAreMarked) {
+  v1::Job job;
+  job.set_job_id("job-10");
+  job.set_state(v1::JOB_STATE_DONE);
+  job.mutable_spec()->set_launch(v1::LAUNCH_MODE_PDL);
+  v1::TaskResult* r = job.add_results();
+  r->set_m(64);
+  r->set_arch("sm_90a");
+  r->mutable_shape()->set_op(v1::OP_VUP);
+  for (v1::KernelRun* run : {r->mutable_baseline(), r->mutable_candidate()}) {
+    run->mutable_kernel()->set_kernel("a16wfp4_wgmma_rs");
+    run->mutable_config()->set_block_m(64);
+    run->mutable_timing()->set_median_us(3.0);
+    run->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+    run->set_launch(v1::LAUNCH_MODE_PDL);
+  }
+  std::string md = FormatReport(job, "markdown");
+  EXPECT_NE(md.find("Launched with programmatic dependent launch"), std::string::npos) << md;
+  EXPECT_NE(md.find("` (PDL) | a16wfp4\\_wgmma\\_rs `"), std::string::npos) << md;
+  EXPECT_NE(md.find("(same config)"), std::string::npos) << md;
+  r->mutable_baseline()->set_launch(v1::LAUNCH_MODE_PLAIN);
+  md = FormatReport(job, "markdown");
+  EXPECT_EQ(md.find("(same config)"), std::string::npos) << md;
+  EXPECT_NE(FormatReport(job, "junit").find("<property name=\"launch\" value=\"pdl\"/>"), std::string::npos);
+  job.mutable_spec()->set_launch(v1::LAUNCH_MODE_PLAIN);
+  EXPECT_EQ(FormatReport(job, "junit").find("<property"), std::string::npos);
+  EXPECT_EQ(FormatReport(job, "markdown").find("Launched with"), std::string::npos);
+}
+
+TEST(Cli, SubmitRejectsAnUnknownLaunchMode) {
+  const Result r = Cli({"submit", "--preset", "glm5-tp4", "--launch", "eager"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--launch must be plain or pdl"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace mxval

@@ -39,9 +39,10 @@ bool Infra(const v1::TaskResult& r) {
 
 // Markdown cell: the kernel (escaped: an external library names it) and its
 // config in a code span.
+// " (PDL)" when it was launched with programmatic dependent launch.
 std::string RunCell(const v1::KernelRun& r) {
   return absl::StrCat(MarkdownEscape(r.kernel().kernel().empty() ? "(table)" : r.kernel().kernel()), " `",
-                      ConfigLabel(r.config()), "`");
+                      ConfigLabel(r.config()), "`", r.launch() == v1::LAUNCH_MODE_PDL ? " (PDL)" : "");
 }
 
 std::string Delta(double base, double cand) {
@@ -53,9 +54,12 @@ std::string Delta(double base, double cand) {
 // kernel, build, library hash) and the whole tile config, compared as
 // triage compares them (kernel_triage.cc: kernel_differs, entry_differs).
 // A pull request's own kernel library under an unchanged table is a change.
+// The launch each side got counts too (a PDL job runs a kernel that does
+// not act on PDL plain).
 bool SameKernelAndConfig(const v1::TaskResult& r) {
   return r.baseline().kernel().SerializeAsString() == r.candidate().kernel().SerializeAsString() &&
-         r.baseline().config().SerializeAsString() == r.candidate().config().SerializeAsString();
+         r.baseline().config().SerializeAsString() == r.candidate().config().SerializeAsString() &&
+         r.baseline().launch() == r.candidate().launch();
 }
 
 // Rows that run the same kernel and config on both sides measure the job's
@@ -282,13 +286,21 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
     }
     return absl::StrCat("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"",
                         XmlEscape(absl::StrCat("mxval ", job.job_id(), " ", job.spec().name())), "\" tests=\"",
-                        job.results_size(), "\" failures=\"", failures, "\" errors=\"", errors, "\">\n", cases,
+                        job.results_size(), "\" failures=\"", failures, "\" errors=\"", errors, "\">\n",
+                        job.spec().launch() == v1::LAUNCH_MODE_PDL
+                            ? "    <properties><property name=\"launch\" value=\"pdl\"/></properties>\n"
+                            : "",
+                        cases,
                         "  </testsuite>\n</testsuites>\n");
   }
   if (format == "markdown") {
     std::string md = absl::StrCat("## mxval ", job.job_id(), job.spec().name().empty() ? "" : ": " + job.spec().name(),
                                   "\n\n", p.tasks_done(), " of ", p.tasks_total(), " tasks done, **", p.tasks_failed(),
                                   " failed** (", v1::JobState_Name(job.state()), ")\n\n");
+    if (job.spec().launch() == v1::LAUNCH_MODE_PDL) {
+      absl::StrAppend(&md, "Launched with programmatic dependent launch where the kernel acts on it (marked PDL): "
+                           "each correctness run follows a kernel that writes x late, and timed launches overlap.\n\n");
+    }
     absl::StrAppend(&md, "| shape | M | arch | baseline config | candidate config | baseline µs | candidate µs | delta | "
                          "baseline | candidate |\n|---|---:|---|---|---|---:|---:|---:|---|---|\n");
     for (const v1::TaskResult& r : job.results()) {

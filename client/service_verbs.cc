@@ -552,7 +552,10 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string fail_on = "pr-touched,untouched";
   f.String("fail-on", &fail_on, "with --wait: triage classes that make the exit code 1: pr-touched | "
                                 "pr-touched,untouched | any");
+  std::string launch;
+  f.String("launch", &launch, "plain | pdl: how GPU kernels are launched (overrides the spec's launch; default plain)");
   if (int rc = ParseFlags(f, args, "submit", out, err); rc >= 0) return rc;
+  if (!launch.empty() && launch != "plain" && launch != "pdl") return Usage(err, "submit", "--launch must be plain or pdl");
   GatePolicy gate;
   if (!ParseGatePolicy(fail_on, &gate)) return Usage(err, "submit", "--fail-on must be pr-touched, pr-touched,untouched or any");
   if (!IsReportFormat(format)) return Usage(err, "submit", "--format must be table, json, junit or markdown");
@@ -571,6 +574,7 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   } else {
     return Usage(err, "submit", "give --spec FILE or --preset NAME");
   }
+  if (!launch.empty()) req.mutable_spec()->set_launch(launch == "pdl" ? v1::LAUNCH_MODE_PDL : v1::LAUNCH_MODE_PLAIN);
   auto creds = EnvCredentials();
   if (!creds.ok()) return Usage(err, "submit", std::string(creds.status().message()));
   auto channel = ClientChannel(coordinator, *creds);

@@ -19,12 +19,17 @@
 #                   tables before those retunes)
 #   PRESETS         comma-separated shape presets (default glm5-tp4)
 #   TAG             report name suffix (default: none)
+#   LAUNCH          plain (default) or pdl: the job's launch mode (submit
+#                   --launch); with pdl the kernels that act on it run their
+#                   correctness check behind the late writer and are timed
+#                   with programmatic dependent launch
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/mxval-gpu}"
 BASELINE_TABLE="${BASELINE_TABLE:-bench/tables/sm_90a_before_decode.json}"
 PRESETS="${PRESETS:-glm5-tp4}"
 TAG="${TAG:-}"
+LAUNCH="${LAUNCH:-plain}"
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
 BIN=build-gpu/bin/mxval
@@ -40,13 +45,13 @@ addr=$(awk '/listening on/{print $3}' "$work/serve.out")
 "$BIN" worker --coordinator "$addr" --devices cuda --metrics-listen 127.0.0.1:19464 2>"$work/worker.err" &
 wpid=$!
 
-python3 - "$work/spec.json" "$BASELINE_TABLE" "$PRESETS" <<'PY'
+python3 - "$work/spec.json" "$BASELINE_TABLE" "$PRESETS" "$LAUNCH" <<'PY'
 import json, sys
-base_path, presets = sys.argv[2], sys.argv[3].split(",")
+base_path, presets, launch = sys.argv[2], sys.argv[3].split(","), sys.argv[4]
 base = json.load(open(base_path))
 cand = json.load(open("kernels/configs/sm_90a.json"))
 spec = {
-    "name": "h200 %s: %s vs the shipped sm_90a table" % (",".join(presets), base_path),
+    "name": "h200 %s: %s vs the shipped sm_90a table, launch %s" % (",".join(presets), base_path, launch),
     "presets": presets,
     "m_values": [1, 4, 16, 64, 256, 1024, 4096, 16384],
     "target_archs": ["sm_90a"],
@@ -58,7 +63,7 @@ spec = {
 json.dump(spec, open(sys.argv[1], "w"), indent=1)
 PY
 start=$(date +%s)
-"$BIN" submit --coordinator "$addr" --spec "$work/spec.json" --request-id h200-e2e --wait --format markdown \
+"$BIN" submit --coordinator "$addr" --spec "$work/spec.json" --request-id h200-e2e --launch "$LAUNCH" --wait --format markdown \
   --out "$OUT/h200_service_job${TAG}.md" --timeout 500
 rc=$?
 echo "submit --wait exit code $rc after $(( $(date +%s) - start )) s"

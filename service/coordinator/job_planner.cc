@@ -169,6 +169,8 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
   if (!v1::Activations_IsValid(spec.activations())) return Bad("spec.activations", "unknown value");
   const v1::Activations acts =
       spec.activations() == v1::ACTIVATIONS_UNSPECIFIED ? v1::ACTIVATIONS_BF16 : spec.activations();
+  if (!v1::LaunchMode_IsValid(spec.launch())) return Bad("spec.launch", "unknown value");
+  const v1::LaunchMode launch = spec.launch() == v1::LAUNCH_MODE_PDL ? v1::LAUNCH_MODE_PDL : v1::LAUNCH_MODE_PLAIN;
 
   // Inputs.
   v1::InputSpec inputs = spec.inputs();
@@ -279,6 +281,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
         ts.set_m(M);
         ts.set_arch(arch);
         ts.set_activations(acts);
+        ts.set_launch(launch);
         *ts.mutable_inputs() = inputs;
         *ts.mutable_tolerance() = tol;
         ts.set_repetitions(reps);
@@ -319,7 +322,9 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
             "|", s.x_pitch_extra(), "|", acts, "|", inputs.x_generator(), "|", inputs.w_generator(), "|",
             inputs.w_scale_rule(), "|", inputs.seed(), "|", tol.atol(), "|", tol.rtol(), "|", tol.max_mismatch_fraction(),
             "|", reps, "|", bk.library(), "/", bk.kernel(), "@", bk.build_id(), "#", bk.sha256(), "|", ConfigKey(ts.baseline_config()), "|",
-            ck.library(), "/", ck.kernel(), "@", ck.build_id(), "#", ck.sha256(), "|", ConfigKey(ts.candidate_config())));
+            ck.library(), "/", ck.kernel(), "@", ck.build_id(), "#", ck.sha256(), "|", ConfigKey(ts.candidate_config()),
+            // Plain launches keep the keys they had before launch modes existed.
+            launch == v1::LAUNCH_MODE_PDL ? "|launch=pdl" : ""));
         plan.tasks.push_back(std::move(t));
       }
     }

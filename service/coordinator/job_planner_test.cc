@@ -84,6 +84,16 @@ TEST(JobPlanner, DedupKeysAreStableAndDistinguishWork) {
   s.mutable_inputs()->set_seed(1);
   s.mutable_inputs()->set_x_generator("normal");
   EXPECT_EQ(PlanJob(s, o)->tasks[0].dedup_key, a->tasks[0].dedup_key);
+  // The launch mode: plain spelled out is the default; PDL is different work.
+  EXPECT_EQ(a->tasks[0].spec.launch(), v1::LAUNCH_MODE_PLAIN);
+  s = GoodSpec();
+  s.set_launch(v1::LAUNCH_MODE_PLAIN);
+  EXPECT_EQ(PlanJob(s, o)->tasks[0].dedup_key, a->tasks[0].dedup_key);
+  s.set_launch(v1::LAUNCH_MODE_PDL);
+  auto pdl = PlanJob(s, o);
+  ASSERT_TRUE(pdl.ok()) << pdl.status();
+  EXPECT_NE(pdl->tasks[0].dedup_key, a->tasks[0].dedup_key);
+  for (const PlannedTask& t : pdl->tasks) EXPECT_EQ(t.spec.launch(), v1::LAUNCH_MODE_PDL);
 }
 
 LibraryMap Registered(const std::string& name, const std::string& build, const std::string& sha) {
@@ -194,6 +204,9 @@ TEST(JobPlanner, RejectsBadSpecsNamingTheField) {
   v1::JobSpec noop = shape(16, 512, 192);
   noop.mutable_shapes(0)->set_op(v1::OP_UNSPECIFIED);
   ExpectInvalid(noop, "spec.shapes[0].op", o);
+  s = GoodSpec();
+  s.set_launch(static_cast<v1::LaunchMode>(7));
+  ExpectInvalid(s, "spec.launch", o);
   s = GoodSpec();
   s.mutable_baseline_kernel()->set_library("no-such-lib");
   ExpectInvalid(s, "spec.baseline_kernel.library", o);  // unknown kernel library

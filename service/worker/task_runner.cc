@@ -82,9 +82,10 @@ struct DeviceState {
 
 // One side (baseline or candidate) of a task.
 void RunSide(const CaseData& data, const ReferenceOutput& reference, const CheckOptions& co, const v1::KernelRef& ref,
-             const v1::TileConfig& config, const std::string& entry, KernelResolver& kernels, DeviceState& dev,
-             v1::KernelRun* out) {
+             const v1::TileConfig& config, const std::string& entry, v1::LaunchMode launch, KernelResolver& kernels,
+             DeviceState& dev, v1::KernelRun* out) {
   *out->mutable_kernel() = ref;
+  out->set_launch(v1::LAUNCH_MODE_PLAIN);
   out->set_dispatch_entry(entry);
   *out->mutable_config() = config;
   auto kernel = kernels.Resolve(ref);
@@ -119,7 +120,10 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
     }
     CheckOptions once = co;
     once.repetitions = 1;  // correctness run; timing is the harness's job
-    auto r = CheckKernel(data, dev.mirror->Kernel(*kernel, tile), once, &reference);
+    const uint32_t flags =
+        DeviceCase::EffectiveFlags(*kernel, launch == v1::LAUNCH_MODE_PDL ? uint32_t{MXVAL_LAUNCH_PDL} : 0u);
+    if (flags & MXVAL_LAUNCH_PDL) out->set_launch(v1::LAUNCH_MODE_PDL);
+    auto r = CheckKernel(data, dev.mirror->Kernel(*kernel, tile, flags), once, &reference);
     if (!r.ok()) {
       if (r.status().code() == absl::StatusCode::kInternal) {
         dev.fault = std::string(r.status().message());
@@ -128,9 +132,15 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
       return SetError(out, r.status().message());
     }
     FillAccuracy(r->accuracy, out->mutable_accuracy());
+    if ((flags & MXVAL_LAUNCH_PDL) && out->accuracy().verdict() != v1::VERDICT_PASS) {
+      out->mutable_accuracy()->set_reason(absl::StrCat(
+          out->accuracy().reason(),
+          " (launched with PDL right after a kernel that writes x late and poisons y again: reading x or writing y "
+          "before griddepcontrol.wait fails here)"));
+    }
     TimingOptions to = dev.timing;
     to.samples = std::max(to.samples, co.repetitions);
-    auto timing = dev.mirror->Time(*kernel, tile, to);
+    auto timing = dev.mirror->Time(*kernel, tile, to, flags);
     if (!timing.ok()) {
       // Accuracy stands; the failure to time is reported next to it.
       out->mutable_accuracy()->set_reason(
@@ -226,10 +236,10 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
   auto reference = ComputeReference(*data, co);
   if (!reference.ok()) return reference.status();
   DeviceState dev{o.runtime, o.device_timing, nullptr, ""};
-  RunSide(*data, *reference, co, task.baseline_kernel(), task.baseline_config(), task.baseline_entry(), kernels, dev,
-          result.mutable_baseline());
-  RunSide(*data, *reference, co, task.candidate_kernel(), task.candidate_config(), task.candidate_entry(), kernels,
-          dev, result.mutable_candidate());
+  RunSide(*data, *reference, co, task.baseline_kernel(), task.baseline_config(), task.baseline_entry(), task.launch(),
+          kernels, dev, result.mutable_baseline());
+  RunSide(*data, *reference, co, task.candidate_kernel(), task.candidate_config(), task.candidate_entry(),
+          task.launch(), kernels, dev, result.mutable_candidate());
   return result;
 }
 

@@ -51,6 +51,21 @@ TEST(TaskRunner, BuiltInKernelsPassWithTimings) {
   EXPECT_GT(r->baseline().timing().median_us(), 0);
   EXPECT_LE(r->baseline().timing().p10_us(), r->baseline().timing().p90_us());
   EXPECT_GT(r->baseline().accuracy().checked(), 0);
+  EXPECT_EQ(r->baseline().launch(), v1::LAUNCH_MODE_PLAIN);
+}
+
+// A launch=pdl task on the CPU kernel: it does not act on the flag, so it
+// runs (and is reported) plain.
+TEST(TaskRunner, PdlTaskOnAKernelWithoutPdlRunsPlain) {
+  KernelResolver k;
+  v1::TaskSpec t = Task();
+  t.set_launch(v1::LAUNCH_MODE_PDL);
+  auto r = RunTask(t, k, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const v1::KernelRun* side : {&r->baseline(), &r->candidate()}) {
+    EXPECT_EQ(side->accuracy().verdict(), v1::VERDICT_PASS) << side->accuracy().reason();
+    EXPECT_EQ(side->launch(), v1::LAUNCH_MODE_PLAIN);
+  }
 }
 
 // A job can ask for extreme scale bytes (w_generator "extreme-scales"): the
