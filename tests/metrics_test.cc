@@ -15,6 +15,7 @@
 #include "prometheus/exposer.h"
 #include "service/coordinator/coordinator_service.h"
 #include "service/worker/worker.h"
+#include "service/worker/worker_metrics.h"
 
 namespace mxval {
 namespace {
@@ -127,14 +128,47 @@ TEST(Metrics, ScrapesAreCleanAndPlausible) {
             std::string::npos) << cs;
   EXPECT_NE(cs.find("mxval_coordinator_triage_reruns_total 0"), std::string::npos) << cs;
   EXPECT_NE(ws.find("mxval_worker_tasks_total{outcome=\"pass\"} 4"), std::string::npos) << ws;
-  EXPECT_NE(ws.find("mxval_worker_kernel_time_seconds_count{arch=\"cpu\",kernel=\"a16wfp4_cpu\",m_bucket=\"17-64\",side=\"candidate\"} 2"),
+  EXPECT_NE(ws.find("mxval_worker_kernel_time_seconds_count{arch=\"cpu\",kernel=\"a16wfp4_cpu\",launch=\"plain\",m_bucket=\"17-64\",side=\"candidate\"} 2"),
             std::string::npos)
       << ws;
   EXPECT_NE(ws.find("mxval_worker_device_healthy{arch=\"cpu\",device=\"0\"} 1"), std::string::npos) << ws;
-  EXPECT_NE(ws.find("mxval_worker_kernel_runs_total{arch=\"cpu\",kernel=\"a16wfp4_cpu\",side=\"baseline\",verdict=\"pass\"} 4"),
+  EXPECT_NE(ws.find("mxval_worker_kernel_runs_total{arch=\"cpu\",kernel=\"a16wfp4_cpu\",launch=\"plain\",side=\"baseline\",verdict=\"pass\"} 4"),
             std::string::npos) << ws;
   EXPECT_NE(ws.find("mxval_worker_child_crashes_total 0"), std::string::npos) << ws;
   server->Shutdown();
+}
+
+// A side launched with PDL lands in its own series (launch="pdl"), never
+// averaged with the plain launches of the same kernel and M bucket.
+TEST(Metrics, PdlLaunchesAreTheirOwnSeries) {
+  prometheus::Registry registry;
+  worker::WorkerMetrics m(registry);
+  v1::TaskResult r;
+  r.set_m(64);
+  r.set_arch("sm_90a");
+  for (v1::KernelRun* run : {r.mutable_baseline(), r.mutable_candidate()}) {
+    run->mutable_kernel()->set_kernel("a16wfp4_wgmma_rs");
+    run->mutable_timing()->set_median_us(3.5);
+    run->mutable_timing()->set_tflops(40);
+    run->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+  }
+  r.mutable_candidate()->set_launch(v1::LAUNCH_MODE_PDL);
+  m.TaskResult(r);
+  int pdl = 0, plain = 0;
+  for (const auto& family : registry.Collect()) {
+    if (family.name != "mxval_worker_kernel_time_seconds" && family.name != "mxval_worker_kernel_runs_total") continue;
+    for (const auto& metric : family.metric) {
+      std::string launch, side;
+      for (const auto& l : metric.label) {
+        if (l.name == "launch") launch = l.value;
+        if (l.name == "side") side = l.value;
+      }
+      EXPECT_EQ(launch, side == "candidate" ? "pdl" : "plain") << family.name;
+      (launch == "pdl" ? pdl : plain)++;
+    }
+  }
+  EXPECT_EQ(pdl, 2);
+  EXPECT_EQ(plain, 2);
 }
 
 }  // namespace

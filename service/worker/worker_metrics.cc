@@ -20,11 +20,11 @@ std::string MBucket(int64_t m) {
 WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
     : kernel_seconds_(prometheus::BuildHistogram()
                           .Name("mxval_worker_kernel_time_seconds")
-                          .Help("Median kernel time per task, by kernel, side (baseline/candidate) and M bucket.")
+                          .Help("Median kernel time per task, by kernel, side (baseline/candidate), M bucket, arch and launch (plain/pdl).")
                           .Register(r)),
       tflops_(prometheus::BuildGauge()
                   .Name("mxval_worker_kernel_tflops")
-                  .Help("Achieved TFLOP/s of the last task, by kernel, side, M bucket and arch.")
+                  .Help("Achieved TFLOP/s of the last task, by kernel, side, M bucket, arch and launch.")
                   .Register(r)),
       rel_err_(prometheus::BuildGauge()
                    .Name("mxval_worker_kernel_rel_fro_error")
@@ -38,12 +38,16 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                          .Add({})),
       runs_(prometheus::BuildCounter()
                 .Name("mxval_worker_kernel_runs_total")
-                .Help("Kernel runs by kernel, side, arch and verdict (pass, fail_mismatch, error, ...).")
+                .Help("Kernel runs by kernel, side, arch, launch and verdict (pass, fail_mismatch, error, ...).")
                 .Register(r)),
       device_healthy_(prometheus::BuildGauge()
                           .Name("mxval_worker_device_healthy")
                           .Help("1 if the device takes work, 0 if marked unhealthy.")
                           .Register(r)) {}
+
+// "pdl" or "plain": a PDL launch overlaps the kernel before it, so its times
+// are a different series, not a point of the plain one.
+const char* LaunchLabel(const v1::KernelRun& run) { return run.launch() == v1::LAUNCH_MODE_PDL ? "pdl" : "plain"; }
 
 void WorkerMetrics::TaskResult(const v1::TaskResult& r) {
   static const prometheus::Histogram::BucketBoundaries kBuckets{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1, 10};
@@ -52,9 +56,11 @@ void WorkerMetrics::TaskResult(const v1::TaskResult& r) {
     const std::string& k = run->kernel().kernel();
     const std::string arch = r.arch().empty() ? "unknown" : r.arch();
     const std::string bucket = MBucket(r.m());
-    kernel_seconds_.Add({{"kernel", k}, {"side", side}, {"m_bucket", bucket}, {"arch", arch}}, kBuckets)
+    const char* launch = LaunchLabel(*run);
+    kernel_seconds_.Add({{"kernel", k}, {"side", side}, {"m_bucket", bucket}, {"arch", arch}, {"launch", launch}}, kBuckets)
         .Observe(run->timing().median_us() * 1e-6);
-    tflops_.Add({{"kernel", k}, {"side", side}, {"m_bucket", bucket}, {"arch", arch}}).Set(run->timing().tflops());
+    tflops_.Add({{"kernel", k}, {"side", side}, {"m_bucket", bucket}, {"arch", arch}, {"launch", launch}})
+        .Set(run->timing().tflops());
     rel_err_.Add({{"kernel", k}, {"side", side}, {"arch", arch}}).Set(run->accuracy().rel_fro_err());
   }
   for (const auto& [side, run] : {std::pair{"baseline", &r.baseline()}, std::pair{"candidate", &r.candidate()}}) {
@@ -63,6 +69,7 @@ void WorkerMetrics::TaskResult(const v1::TaskResult& r) {
     runs_.Add({{"kernel", run->kernel().kernel().empty() ? "unknown" : run->kernel().kernel()},
                {"side", side},
                {"arch", r.arch().empty() ? "unknown" : r.arch()},
+               {"launch", LaunchLabel(*run)},
                {"verdict", verdict}})
         .Increment();
   }

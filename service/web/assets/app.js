@@ -36,6 +36,8 @@ function shapeName(s) {
   return op + " B=" + num(s.b) + " N=" + num(s.n) + " K=" + num(s.k);
 }
 function us(run) { return run && run.timing ? num(run.timing.medianUs) : 0; }
+// " PDL" after a time measured with programmatic dependent launch.
+function pdl(run) { return run && run.launch === "LAUNCH_MODE_PDL" ? " PDL" : ""; }
 
 async function getJson(url) {
   const r = await fetch(url, { headers: { Accept: "application/json" } });
@@ -166,7 +168,7 @@ async function jobPage() {
     const vb = verdict(r.baseline), vc = verdict(r.candidate);
     const tc = triageClass(r);
     body.appendChild(row([shapeName(r.shape || {}), num(r.m), r.arch || "", el("span", vb, vb === "pass" ? "pass" : "fail"),
-                          el("span", vc, vc === "pass" ? "pass" : "fail"), b ? b.toFixed(1) : "-", c ? c.toFixed(1) : "-",
+                          el("span", vc, vc === "pass" ? "pass" : "fail"), b ? b.toFixed(1) + pdl(r.baseline) : "-", c ? c.toFixed(1) + pdl(r.candidate) : "-",
                           delta, el("span", tc, "cls " + tc)]));
   }
 }
