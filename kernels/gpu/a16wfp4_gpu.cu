@@ -2108,7 +2108,11 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     // the later tiles slowed too (BENCHMARKS.md, "Prologue dequantization"),
     // and again on the 32-row configs at M <= 64, 1.08-1.13x with ptxas
     // reporting no wgmma serialization (BENCHMARKS.md, "32 weight rows per
-    // warpgroup"; bench/results/h200_rs32_pipe_2026-12-02.patch).
+    // warpgroup"; bench/results/h200_rs32_pipe_2026-12-02.patch). Why:
+    // on the H200 only 25-37% of integer work hides behind a wgmma chain,
+    // whether A is in registers or shared memory and whichever warpgroup
+    // issues it (bench/rs_overlap_probe.cu), so the upfront batch, whose
+    // dependency chains overlap each other, is the better schedule.
     bool rare = false;
     if (kHalf) {  // A rows 16 warp + 8 .. 16 warp + 15: zeros
 #pragma unroll
