@@ -338,22 +338,35 @@ TEST(Report, PdlJobsAreMarked) {
     run->set_launch(v1::LAUNCH_MODE_PDL);
   }
   std::string md = FormatReport(job, "markdown");
-  EXPECT_NE(md.find("Launched with programmatic dependent launch"), std::string::npos) << md;
+  EXPECT_NE(md.find("launched with programmatic dependent launch"), std::string::npos) << md;
   EXPECT_NE(md.find("` (PDL) | a16wfp4\\_wgmma\\_rs `"), std::string::npos) << md;
   EXPECT_NE(md.find("(same config)"), std::string::npos) << md;
   r->mutable_baseline()->set_launch(v1::LAUNCH_MODE_PLAIN);
   md = FormatReport(job, "markdown");
   EXPECT_EQ(md.find("(same config)"), std::string::npos) << md;
   EXPECT_NE(FormatReport(job, "junit").find("<property name=\"launch\" value=\"pdl\"/>"), std::string::npos);
+  EXPECT_NE(md.find("Both sides launched with programmatic dependent launch"), std::string::npos) << md;
+  // Plain against PDL: an A/B of the launch itself.
   job.mutable_spec()->set_launch(v1::LAUNCH_MODE_PLAIN);
+  job.mutable_spec()->set_candidate_launch(v1::LAUNCH_MODE_PDL);
+  md = FormatReport(job, "markdown");
+  EXPECT_NE(md.find("The candidate side launched with programmatic dependent launch"), std::string::npos) << md;
+  const std::string junit = FormatReport(job, "junit");
+  EXPECT_NE(junit.find("<property name=\"launch\" value=\"plain\"/><property name=\"candidate_launch\" value=\"pdl\"/>"),
+            std::string::npos)
+      << junit;
+  job.mutable_spec()->clear_candidate_launch();
   EXPECT_EQ(FormatReport(job, "junit").find("<property"), std::string::npos);
-  EXPECT_EQ(FormatReport(job, "markdown").find("Launched with"), std::string::npos);
+  EXPECT_EQ(FormatReport(job, "markdown").find("launched with"), std::string::npos);
 }
 
 TEST(Cli, SubmitRejectsAnUnknownLaunchMode) {
-  const Result r = Cli({"submit", "--preset", "glm5-tp4", "--launch", "eager"});
+  Result r = Cli({"submit", "--preset", "glm5-tp4", "--launch", "eager"});
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--launch must be plain or pdl"), std::string::npos) << r.err;
+  r = Cli({"submit", "--preset", "glm5-tp4", "--candidate-launch", "PDL"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--candidate-launch must be plain or pdl"), std::string::npos) << r.err;
 }
 
 }  // namespace

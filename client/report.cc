@@ -45,6 +45,25 @@ std::string RunCell(const v1::KernelRun& r) {
                       ConfigLabel(r.config()), "`", r.launch() == v1::LAUNCH_MODE_PDL ? " (PDL)" : "");
 }
 
+// Whether the job asked for PDL on the baseline / candidate side.
+struct PdlSides {
+  bool baseline, candidate;
+  explicit PdlSides(const v1::JobSpec& spec)
+      : baseline(spec.launch() == v1::LAUNCH_MODE_PDL),
+        candidate(spec.candidate_launch() == v1::LAUNCH_MODE_UNSPECIFIED ? baseline
+                                                                         : spec.candidate_launch() == v1::LAUNCH_MODE_PDL) {}
+};
+
+// The job's launch modes as JUnit properties when either side asked for PDL.
+std::string LaunchProperties(const v1::JobSpec& spec) {
+  const PdlSides pdl(spec);
+  const bool base_pdl = pdl.baseline, cand_pdl = pdl.candidate;
+  if (!base_pdl && !cand_pdl) return "";
+  return absl::StrCat("    <properties><property name=\"launch\" value=\"", base_pdl ? "pdl" : "plain",
+                      "\"/><property name=\"candidate_launch\" value=\"", cand_pdl ? "pdl" : "plain",
+                      "\"/></properties>\n");
+}
+
 std::string Delta(double base, double cand) {
   if (base <= 0 || cand <= 0) return "-";
   return absl::StrFormat("%+.1f%%", 100.0 * (cand - base) / base);
@@ -287,19 +306,19 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
     return absl::StrCat("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"",
                         XmlEscape(absl::StrCat("mxval ", job.job_id(), " ", job.spec().name())), "\" tests=\"",
                         job.results_size(), "\" failures=\"", failures, "\" errors=\"", errors, "\">\n",
-                        job.spec().launch() == v1::LAUNCH_MODE_PDL
-                            ? "    <properties><property name=\"launch\" value=\"pdl\"/></properties>\n"
-                            : "",
-                        cases,
+                        LaunchProperties(job.spec()), cases,
                         "  </testsuite>\n</testsuites>\n");
   }
   if (format == "markdown") {
     std::string md = absl::StrCat("## mxval ", job.job_id(), job.spec().name().empty() ? "" : ": " + job.spec().name(),
                                   "\n\n", p.tasks_done(), " of ", p.tasks_total(), " tasks done, **", p.tasks_failed(),
                                   " failed** (", v1::JobState_Name(job.state()), ")\n\n");
-    if (job.spec().launch() == v1::LAUNCH_MODE_PDL) {
-      absl::StrAppend(&md, "Launched with programmatic dependent launch where the kernel acts on it (marked PDL): "
-                           "each correctness run follows a kernel that writes x late, and timed launches overlap.\n\n");
+    const PdlSides pdl(job.spec());
+    const bool base_pdl = pdl.baseline, cand_pdl = pdl.candidate;
+    if (base_pdl || cand_pdl) {
+      absl::StrAppend(&md, base_pdl && cand_pdl ? "Both sides" : base_pdl ? "The baseline side" : "The candidate side",
+                      " launched with programmatic dependent launch where the kernel acts on it (marked PDL): "
+                      "each correctness run follows a kernel that writes x late, and timed launches overlap.\n\n");
     }
     absl::StrAppend(&md, "| shape | M | arch | baseline config | candidate config | baseline µs | candidate µs | delta | "
                          "baseline | candidate |\n|---|---:|---|---|---|---:|---:|---:|---|---|\n");

@@ -552,10 +552,16 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string fail_on = "pr-touched,untouched";
   f.String("fail-on", &fail_on, "with --wait: triage classes that make the exit code 1: pr-touched | "
                                 "pr-touched,untouched | any");
-  std::string launch;
+  std::string launch, candidate_launch;
   f.String("launch", &launch, "plain | pdl: how GPU kernels are launched (overrides the spec's launch; default plain)");
+  f.String("candidate-launch", &candidate_launch,
+           "plain | pdl: the candidate side's launch (overrides the spec's candidate_launch; default: --launch), "
+           "e.g. --candidate-launch pdl to measure what PDL buys");
   if (int rc = ParseFlags(f, args, "submit", out, err); rc >= 0) return rc;
   if (!launch.empty() && launch != "plain" && launch != "pdl") return Usage(err, "submit", "--launch must be plain or pdl");
+  if (!candidate_launch.empty() && candidate_launch != "plain" && candidate_launch != "pdl") {
+    return Usage(err, "submit", "--candidate-launch must be plain or pdl");
+  }
   GatePolicy gate;
   if (!ParseGatePolicy(fail_on, &gate)) return Usage(err, "submit", "--fail-on must be pr-touched, pr-touched,untouched or any");
   if (!IsReportFormat(format)) return Usage(err, "submit", "--format must be table, json, junit or markdown");
@@ -575,6 +581,9 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
     return Usage(err, "submit", "give --spec FILE or --preset NAME");
   }
   if (!launch.empty()) req.mutable_spec()->set_launch(launch == "pdl" ? v1::LAUNCH_MODE_PDL : v1::LAUNCH_MODE_PLAIN);
+  if (!candidate_launch.empty()) {
+    req.mutable_spec()->set_candidate_launch(candidate_launch == "pdl" ? v1::LAUNCH_MODE_PDL : v1::LAUNCH_MODE_PLAIN);
+  }
   auto creds = EnvCredentials();
   if (!creds.ok()) return Usage(err, "submit", std::string(creds.status().message()));
   auto channel = ClientChannel(coordinator, *creds);

@@ -23,6 +23,10 @@
 #                   --launch); with pdl the kernels that act on it run their
 #                   correctness check behind the late writer and are timed
 #                   with programmatic dependent launch
+#   CANDIDATE_LAUNCH  plain or pdl: the candidate side's launch (submit
+#                   --candidate-launch; default: LAUNCH). With the shipped table
+#                   as baseline, LAUNCH=plain CANDIDATE_LAUNCH=pdl measures what
+#                   PDL buys
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/mxval-gpu}"
@@ -30,6 +34,7 @@ BASELINE_TABLE="${BASELINE_TABLE:-bench/tables/sm_90a_before_decode.json}"
 PRESETS="${PRESETS:-glm5-tp4}"
 TAG="${TAG:-}"
 LAUNCH="${LAUNCH:-plain}"
+CANDIDATE_LAUNCH="${CANDIDATE_LAUNCH:-$LAUNCH}"
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
 BIN=build-gpu/bin/mxval
@@ -45,13 +50,14 @@ addr=$(awk '/listening on/{print $3}' "$work/serve.out")
 "$BIN" worker --coordinator "$addr" --devices cuda --metrics-listen 127.0.0.1:19464 2>"$work/worker.err" &
 wpid=$!
 
-python3 - "$work/spec.json" "$BASELINE_TABLE" "$PRESETS" "$LAUNCH" <<'PY'
+python3 - "$work/spec.json" "$BASELINE_TABLE" "$PRESETS" "$LAUNCH" "$CANDIDATE_LAUNCH" <<'PY'
 import json, sys
-base_path, presets, launch = sys.argv[2], sys.argv[3].split(","), sys.argv[4]
+base_path, presets, launch, cand_launch = sys.argv[2], sys.argv[3].split(","), sys.argv[4], sys.argv[5]
 base = json.load(open(base_path))
 cand = json.load(open("kernels/configs/sm_90a.json"))
 spec = {
-    "name": "h200 %s: %s vs the shipped sm_90a table, launch %s" % (",".join(presets), base_path, launch),
+    "name": "h200 %s: %s (launch %s) vs the shipped sm_90a table (launch %s)" % (
+        ",".join(presets), base_path, launch, cand_launch),
     "presets": presets,
     "m_values": [1, 4, 16, 64, 256, 1024, 4096, 16384],
     "target_archs": ["sm_90a"],
@@ -63,7 +69,7 @@ spec = {
 json.dump(spec, open(sys.argv[1], "w"), indent=1)
 PY
 start=$(date +%s)
-"$BIN" submit --coordinator "$addr" --spec "$work/spec.json" --request-id h200-e2e --launch "$LAUNCH" --wait --format markdown \
+"$BIN" submit --coordinator "$addr" --spec "$work/spec.json" --request-id h200-e2e --launch "$LAUNCH" --candidate-launch "$CANDIDATE_LAUNCH" --wait --format markdown \
   --out "$OUT/h200_service_job${TAG}.md" --timeout 500
 rc=$?
 echo "submit --wait exit code $rc after $(( $(date +%s) - start )) s"

@@ -170,7 +170,11 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
   const v1::Activations acts =
       spec.activations() == v1::ACTIVATIONS_UNSPECIFIED ? v1::ACTIVATIONS_BF16 : spec.activations();
   if (!v1::LaunchMode_IsValid(spec.launch())) return Bad("spec.launch", "unknown value");
+  if (!v1::LaunchMode_IsValid(spec.candidate_launch())) return Bad("spec.candidate_launch", "unknown value");
   const v1::LaunchMode launch = spec.launch() == v1::LAUNCH_MODE_PDL ? v1::LAUNCH_MODE_PDL : v1::LAUNCH_MODE_PLAIN;
+  const v1::LaunchMode cand_launch = spec.candidate_launch() == v1::LAUNCH_MODE_UNSPECIFIED ? launch
+                                     : spec.candidate_launch() == v1::LAUNCH_MODE_PDL      ? v1::LAUNCH_MODE_PDL
+                                                                                           : v1::LAUNCH_MODE_PLAIN;
 
   // Inputs.
   v1::InputSpec inputs = spec.inputs();
@@ -282,6 +286,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
         ts.set_arch(arch);
         ts.set_activations(acts);
         ts.set_launch(launch);
+        ts.set_candidate_launch(cand_launch);
         *ts.mutable_inputs() = inputs;
         *ts.mutable_tolerance() = tol;
         ts.set_repetitions(reps);
@@ -324,7 +329,9 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
             "|", reps, "|", bk.library(), "/", bk.kernel(), "@", bk.build_id(), "#", bk.sha256(), "|", ConfigKey(ts.baseline_config()), "|",
             ck.library(), "/", ck.kernel(), "@", ck.build_id(), "#", ck.sha256(), "|", ConfigKey(ts.candidate_config()),
             // Plain launches keep the keys they had before launch modes existed.
-            launch == v1::LAUNCH_MODE_PDL ? "|launch=pdl" : ""));
+            launch == v1::LAUNCH_MODE_PDL ? "|launch=pdl" : "",
+            cand_launch != launch ? absl::StrCat("|candidate_launch=", cand_launch == v1::LAUNCH_MODE_PDL ? "pdl" : "plain")
+                                  : ""));
         plan.tasks.push_back(std::move(t));
       }
     }

@@ -93,7 +93,27 @@ TEST(JobPlanner, DedupKeysAreStableAndDistinguishWork) {
   auto pdl = PlanJob(s, o);
   ASSERT_TRUE(pdl.ok()) << pdl.status();
   EXPECT_NE(pdl->tasks[0].dedup_key, a->tasks[0].dedup_key);
-  for (const PlannedTask& t : pdl->tasks) EXPECT_EQ(t.spec.launch(), v1::LAUNCH_MODE_PDL);
+  for (const PlannedTask& t : pdl->tasks) {
+    EXPECT_EQ(t.spec.launch(), v1::LAUNCH_MODE_PDL);
+    EXPECT_EQ(t.spec.candidate_launch(), v1::LAUNCH_MODE_PDL);  // unset: the same as launch
+  }
+  // Plain against PDL is its own work, and so is PDL against plain.
+  s = GoodSpec();
+  s.set_candidate_launch(v1::LAUNCH_MODE_PDL);
+  auto ab = PlanJob(s, o);
+  ASSERT_TRUE(ab.ok()) << ab.status();
+  EXPECT_EQ(ab->tasks[0].spec.launch(), v1::LAUNCH_MODE_PLAIN);
+  EXPECT_EQ(ab->tasks[0].spec.candidate_launch(), v1::LAUNCH_MODE_PDL);
+  s.set_launch(v1::LAUNCH_MODE_PDL);
+  s.set_candidate_launch(v1::LAUNCH_MODE_PLAIN);
+  auto ba = PlanJob(s, o);
+  ASSERT_TRUE(ba.ok()) << ba.status();
+  std::set<std::string> distinct{a->tasks[0].dedup_key, pdl->tasks[0].dedup_key, ab->tasks[0].dedup_key,
+                                 ba->tasks[0].dedup_key};
+  EXPECT_EQ(distinct.size(), 4u);
+  // PDL on both sides spelled out is the same work as PDL for the job.
+  s.set_candidate_launch(v1::LAUNCH_MODE_PDL);
+  EXPECT_EQ(PlanJob(s, o)->tasks[0].dedup_key, pdl->tasks[0].dedup_key);
 }
 
 LibraryMap Registered(const std::string& name, const std::string& build, const std::string& sha) {
@@ -207,6 +227,9 @@ TEST(JobPlanner, RejectsBadSpecsNamingTheField) {
   s = GoodSpec();
   s.set_launch(static_cast<v1::LaunchMode>(7));
   ExpectInvalid(s, "spec.launch", o);
+  s = GoodSpec();
+  s.set_candidate_launch(static_cast<v1::LaunchMode>(-1));
+  ExpectInvalid(s, "spec.candidate_launch", o);
   s = GoodSpec();
   s.mutable_baseline_kernel()->set_library("no-such-lib");
   ExpectInvalid(s, "spec.baseline_kernel.library", o);  // unknown kernel library

@@ -239,7 +239,8 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
   RunSide(*data, *reference, co, task.baseline_kernel(), task.baseline_config(), task.baseline_entry(), task.launch(),
           kernels, dev, result.mutable_baseline());
   RunSide(*data, *reference, co, task.candidate_kernel(), task.candidate_config(), task.candidate_entry(),
-          task.launch(), kernels, dev, result.mutable_candidate());
+          task.candidate_launch() == v1::LAUNCH_MODE_UNSPECIFIED ? task.launch() : task.candidate_launch(), kernels, dev,
+          result.mutable_candidate());
   return result;
 }
 
