@@ -57,10 +57,9 @@ struct PdlSides {
 // The job's launch modes as JUnit properties when either side asked for PDL.
 std::string LaunchProperties(const v1::JobSpec& spec) {
   const PdlSides pdl(spec);
-  const bool base_pdl = pdl.baseline, cand_pdl = pdl.candidate;
-  if (!base_pdl && !cand_pdl) return "";
-  return absl::StrCat("    <properties><property name=\"launch\" value=\"", base_pdl ? "pdl" : "plain",
-                      "\"/><property name=\"candidate_launch\" value=\"", cand_pdl ? "pdl" : "plain",
+  if (!pdl.baseline && !pdl.candidate) return "";
+  return absl::StrCat("    <properties><property name=\"launch\" value=\"", pdl.baseline ? "pdl" : "plain",
+                      "\"/><property name=\"candidate_launch\" value=\"", pdl.candidate ? "pdl" : "plain",
                       "\"/></properties>\n");
 }
 
@@ -313,10 +312,8 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
     std::string md = absl::StrCat("## mxval ", job.job_id(), job.spec().name().empty() ? "" : ": " + job.spec().name(),
                                   "\n\n", p.tasks_done(), " of ", p.tasks_total(), " tasks done, **", p.tasks_failed(),
                                   " failed** (", v1::JobState_Name(job.state()), ")\n\n");
-    const PdlSides pdl(job.spec());
-    const bool base_pdl = pdl.baseline, cand_pdl = pdl.candidate;
-    if (base_pdl || cand_pdl) {
-      absl::StrAppend(&md, base_pdl && cand_pdl ? "Both sides" : base_pdl ? "The baseline side" : "The candidate side",
+    if (const PdlSides pdl(job.spec()); pdl.baseline || pdl.candidate) {
+      absl::StrAppend(&md, pdl.baseline && pdl.candidate ? "Both sides" : pdl.baseline ? "The baseline side" : "The candidate side",
                       " launched with programmatic dependent launch where the kernel acts on it (marked PDL): "
                       "each correctness run follows a kernel that writes x late, and timed launches overlap.\n\n");
     }

@@ -71,6 +71,14 @@ absl::Status DeviceCase::AddSet() {
   return absl::OkStatus();
 }
 
+absl::Status DeviceCase::Grow(DeviceBuffer& b, size_t bytes) {
+  if (bytes <= b.bytes()) return absl::OkStatus();
+  auto r = DeviceBuffer::Allocate(rt_, bytes);
+  if (!r.ok()) return r.status();
+  b = std::move(*r);
+  return absl::OkStatus();
+}
+
 mxval_gemm_args DeviceCase::Args(const Set& s) const {
   return AbiArgsFor(data_, s.x.get(), static_cast<const uint8_t*>(s.packed.get()),
                     static_cast<const uint8_t*>(s.scales.get()), s.y.get(), s.workspace.get(), s.workspace.bytes(),
@@ -84,27 +92,15 @@ KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config
     Set& s = sets_[0];
     const mxval_tile_config c = ToAbi(config);
     mxval_gemm_args a = Args(s);
-    const size_t ws = kernel->workspace_size(&a, &c);
-    if (ws > s.workspace.bytes()) {
-      auto w = DeviceBuffer::Allocate(rt_, ws);
-      if (!w.ok()) return w.status();
-      s.workspace = std::move(*w);
-    }
+    MXVAL_RETURN_IF_ERROR(Grow(s.workspace, kernel->workspace_size(&a, &c)));
     MXVAL_RETURN_IF_ERROR(rt_.Memset(s.workspace.get(), 0xFF, s.workspace.bytes()));
     const size_t y_bytes = d.y_elems * sizeof(uint16_t);
     MXVAL_RETURN_IF_ERROR(rt_.CopyToDevice(s.y.get(), y, y_bytes));  // poisoned
     a = Args(s);
     a.launch_flags = flags;
     if (flags & MXVAL_LAUNCH_PDL) {
-      auto alloc = [&](DeviceBuffer& b, size_t bytes) -> absl::Status {
-        if (b.bytes() >= bytes) return absl::OkStatus();
-        auto r = DeviceBuffer::Allocate(rt_, bytes);
-        if (!r.ok()) return r.status();
-        b = std::move(*r);
-        return absl::OkStatus();
-      };
-      MXVAL_RETURN_IF_ERROR(alloc(late_x_, s.x.bytes()));
-      MXVAL_RETURN_IF_ERROR(alloc(late_y_, y_bytes));
+      MXVAL_RETURN_IF_ERROR(Grow(late_x_, s.x.bytes()));
+      MXVAL_RETURN_IF_ERROR(Grow(late_y_, y_bytes));
       MXVAL_RETURN_IF_ERROR(rt_.CopyOnDevice(late_x_.get(), s.x.get(), s.x.bytes()));
       MXVAL_RETURN_IF_ERROR(rt_.CopyToDevice(late_y_.get(), y, y_bytes));
       MXVAL_RETURN_IF_ERROR(rt_.Memset(s.x.get(), 0xFF, s.x.bytes()));  // bf16 NaN until the writer lands
@@ -149,14 +145,7 @@ absl::StatusOr<DeviceTiming> DeviceCase::Time(const mxval_kernel* kernel, const 
   want = std::max<int>(1, std::min<int64_t>(want, o.max_rotate_bytes / std::max<int64_t>(set_bytes, 1)));
   while (static_cast<int>(sets_.size()) < want) MXVAL_RETURN_IF_ERROR(AddSet());
   const int nsets = std::max(1, std::min(want, static_cast<int>(sets_.size())));
-  for (int i = 0; i < nsets; ++i) {
-    Set& s = sets_[i];
-    if (ws > s.workspace.bytes()) {
-      auto w = DeviceBuffer::Allocate(rt_, ws);
-      if (!w.ok()) return w.status();
-      s.workspace = std::move(*w);
-    }
-  }
+  for (int i = 0; i < nsets; ++i) MXVAL_RETURN_IF_ERROR(Grow(sets_[i].workspace, ws));
 
   int next = 0;
   auto launch = [&]() -> absl::Status {

@@ -79,6 +79,8 @@ class DeviceCase {
   };
   DeviceCase(DeviceRuntime& rt, const CaseData& d) : rt_(rt), data_(d) {}
   absl::Status AddSet();
+  // Reallocates `b` (contents lost) when it holds fewer than `bytes`.
+  absl::Status Grow(DeviceBuffer& b, size_t bytes);
   mxval_gemm_args Args(const Set& s) const;
 
   DeviceRuntime& rt_;
