@@ -31,6 +31,10 @@ std::string RunLine(const char* side, const v1::KernelRun& r) {
   return s;
 }
 
+// The launch a run actually had (KernelRun.launch; unset is plain).
+bool RanPdl(const v1::KernelRun& r) { return r.launch() == v1::LAUNCH_MODE_PDL; }
+const char* LaunchWord(const v1::KernelRun& r) { return RanPdl(r) ? "PDL" : "plain"; }
+
 bool SameRun(const v1::KernelRun& a, const v1::KernelRun& b) {
   return a.accuracy().verdict() == b.accuracy().verdict() &&
          a.accuracy().mismatch_count() == b.accuracy().mismatch_count() &&
@@ -94,8 +98,12 @@ v1::KernelTriage ClassifyKernelTask(const KernelTaskFacts& f, const Ownership& o
   const bool entry_differs = base.dispatch_entry() != cand.dispatch_entry() ||
                              task.baseline_config().SerializeAsString() != task.candidate_config().SerializeAsString();
   const bool kernel_differs = task.baseline_kernel().SerializeAsString() != task.candidate_kernel().SerializeAsString();
+  // The launch each side really had: PDL only where it was asked for and
+  // the kernel acts on it (the worker records it per run).
+  const bool launch_differs = RanPdl(base) != RanPdl(cand);
   t.set_entry_differs(entry_differs);
   t.set_kernel_differs(kernel_differs);
+  t.set_launch_differs(launch_differs);
   std::vector<std::string> files;
   if (f.spec != nullptr) {
     const std::vector<std::string> changed(f.spec->pull_request().changed_files().begin(),
@@ -119,6 +127,11 @@ v1::KernelTriage ClassifyKernelTask(const KernelTaskFacts& f, const Ownership& o
   t.add_evidence(kernel_differs ? absl::StrCat("kernel differs: ", KernelName(task.baseline_kernel()), " vs ",
                                                KernelName(task.candidate_kernel()))
                                 : absl::StrCat("same kernel: ", KernelName(task.candidate_kernel())));
+  if (launch_differs) {
+    t.add_evidence(absl::StrCat("launch differs: baseline ", LaunchWord(base), ", candidate ", LaunchWord(cand)));
+  } else if (RanPdl(cand)) {
+    t.add_evidence("both sides launched with PDL");
+  }
   if (!files.empty()) t.add_evidence(absl::StrCat("changed files that build this kernel: ", absl::StrJoin(files, ", ")));
   if (entry_listed) t.add_evidence("the pull request lists this dispatch entry as changed");
   if (f.first != nullptr) {
@@ -163,14 +176,24 @@ v1::KernelTriage ClassifyKernelTask(const KernelTaskFacts& f, const Ownership& o
     t.set_reason(cand_fail ? absl::StrCat("the baseline fails too (", RunSignature(base), "; candidate ",
                                           RunSignature(cand), ")")
                            : absl::StrCat("the baseline fails (", RunSignature(base),
-                                          "); the candidate passes: fixed by this change?"));
+                                          "); the candidate passes: fixed by this change?",
+                                          launch_differs && RanPdl(base)
+                                              ? " The baseline ran with PDL and the candidate plain: a PDL-only "
+                                                "failure of the baseline's kernel (it reads x or writes y before "
+                                                "griddepcontrol.wait)?"
+                                              : ""));
     return t;
   }
   t.set_signature(absl::StrCat("candidate ", RunSignature(cand)));
-  const bool touched = entry_differs || kernel_differs || entry_listed || !files.empty();
+  const bool touched = entry_differs || kernel_differs || launch_differs || entry_listed || !files.empty();
   std::vector<std::string> why;
   if (entry_differs) why.push_back("its dispatch entry/config changed");
   if (kernel_differs) why.push_back("its kernel build changed");
+  if (launch_differs) {
+    why.push_back(RanPdl(cand) ? "it ran with PDL where the baseline ran plain: the kernel reads x or writes y "
+                                 "before griddepcontrol.wait, or never waits"
+                               : "it ran plain where the baseline ran with PDL");
+  }
   if (entry_listed) why.push_back("the PR lists its entry");
   if (!files.empty()) why.push_back(absl::StrCat("changed files build it (", files.front(), files.size() > 1 ? ", ..." : "", ")"));
   const std::string reproduced = f.first != nullptr ? " (reproduced on the verification re-run)" : "";

@@ -12,8 +12,10 @@
 // "Touched": the dispatch entry or config differs between the tables, the
 // kernel (library, name or build) differs, the entry is listed as changed in
 // the pull request, or a changed file maps to the candidate kernel in the
-// ownership map. Two runs on the same inputs that fail differently set
-// possible_race.
+// ownership map, or the two sides ran with different launch modes (a
+// plain-vs-PDL job: a candidate that fails only with PDL is PR_TOUCHED, with
+// the launch named in the evidence). Two runs on the same inputs that fail
+// differently set possible_race.
 #ifndef MXVAL_SERVICE_TRIAGE_KERNEL_TRIAGE_H_
 #define MXVAL_SERVICE_TRIAGE_KERNEL_TRIAGE_H_
 

@@ -110,6 +110,55 @@ TEST(KernelTriage, FailThenPassIsFlakyAndDifferentFailuresFlagARace) {
   EXPECT_TRUE(rt.possible_race());
 }
 
+// A plain-vs-PDL job: same kernel, entry and config on both sides, the
+// candidate launched with PDL. A candidate that fails only with PDL is
+// caused by the launch (PR_TOUCHED, the launch named), not an untouched
+// failure; the recorded launch is what counts, not what was asked for.
+TEST(KernelTriage, FailingOnlyWithPdlIsTouchedByTheLaunch) {
+  Case c = Make(v1::VERDICT_PASS, v1::VERDICT_FAIL_NON_FINITE);
+  c.task.set_launch(v1::LAUNCH_MODE_PLAIN);
+  c.task.set_candidate_launch(v1::LAUNCH_MODE_PDL);
+  c.result.mutable_baseline()->set_launch(v1::LAUNCH_MODE_PLAIN);
+  c.result.mutable_candidate()->set_launch(v1::LAUNCH_MODE_PDL);
+  auto t = c.Classify();
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << t.reason();
+  EXPECT_TRUE(t.launch_differs());
+  EXPECT_FALSE(t.entry_differs());
+  EXPECT_FALSE(t.kernel_differs());
+  EXPECT_EQ(t.signature(), "candidate FAIL_NON_FINITE");
+  EXPECT_NE(t.reason().find("ran with PDL where the baseline ran plain"), std::string::npos) << t.reason();
+  bool named = false;
+  for (const std::string& e : t.evidence()) named |= e == "launch differs: baseline plain, candidate PDL";
+  EXPECT_TRUE(named);
+
+  // Asked for PDL, but the kernel does not act on it: both ran plain, so the
+  // launch explains nothing and the failure stays untouched.
+  Case plain = c;
+  plain.result.mutable_candidate()->set_launch(v1::LAUNCH_MODE_PLAIN);
+  auto u = plain.Classify();
+  EXPECT_EQ(u.triage_class(), v1::TRIAGE_CLASS_UNTOUCHED_FAILURE) << u.reason();
+  EXPECT_FALSE(u.launch_differs());
+
+  // Both sides with PDL: not a difference, but said in the evidence.
+  Case both = Make(v1::VERDICT_PASS, v1::VERDICT_FAIL_MISMATCH);
+  both.result.mutable_baseline()->set_launch(v1::LAUNCH_MODE_PDL);
+  both.result.mutable_candidate()->set_launch(v1::LAUNCH_MODE_PDL);
+  auto b = both.Classify();
+  EXPECT_EQ(b.triage_class(), v1::TRIAGE_CLASS_UNTOUCHED_FAILURE);
+  bool said = false;
+  for (const std::string& e : b.evidence()) said |= e == "both sides launched with PDL";
+  EXPECT_TRUE(said);
+
+  // The baseline failing with PDL while the plain candidate passes stays
+  // PRE_EXISTING, and the reason points at the launch.
+  Case rev = Make(v1::VERDICT_FAIL_MISMATCH, v1::VERDICT_PASS);
+  rev.result.mutable_baseline()->set_launch(v1::LAUNCH_MODE_PDL);
+  auto r = rev.Classify();
+  EXPECT_EQ(r.triage_class(), v1::TRIAGE_CLASS_PRE_EXISTING);
+  EXPECT_TRUE(r.launch_differs());
+  EXPECT_NE(r.reason().find("PDL-only failure"), std::string::npos) << r.reason();
+}
+
 TEST(KernelTriage, InfrastructureFailures) {
   Case c = Make(v1::VERDICT_PASS, v1::VERDICT_PASS);
   c.result.clear_baseline();
