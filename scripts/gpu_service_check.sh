@@ -29,24 +29,12 @@
 #                   PDL buys
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT="${OUT:-/tmp/mxval-gpu}"
 BASELINE_TABLE="${BASELINE_TABLE:-bench/tables/sm_90a_before_decode.json}"
 PRESETS="${PRESETS:-glm5-tp4}"
-TAG="${TAG:-}"
 LAUNCH="${LAUNCH:-plain}"
 CANDIDATE_LAUNCH="${CANDIDATE_LAUNCH:-$LAUNCH}"
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}"
-BIN=build-gpu/bin/mxval
-work=$(mktemp -d)
-cleanup() { kill "$wpid" "$spid" 2>/dev/null; wait 2>/dev/null; }
-trap cleanup EXIT
-
-"$BIN" serve --listen 127.0.0.1:0 --db "$work/mxval.db" >"$work/serve.out" 2>"$work/serve.err" &
-spid=$!
-for _ in $(seq 100); do grep -q "listening on" "$work/serve.out" 2>/dev/null && break; sleep 0.1; done
-addr=$(awk '/listening on/{print $3}' "$work/serve.out")
-[ -n "$addr" ] || { echo "coordinator did not start"; cat "$work/serve.err"; exit 1; }
+. scripts/gpu_service_common.sh
+start_coordinator
 "$BIN" worker --coordinator "$addr" --devices cuda --metrics-listen 127.0.0.1:19464 2>"$work/worker.err" &
 wpid=$!
 

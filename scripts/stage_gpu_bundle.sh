@@ -11,6 +11,7 @@ rm -rf build-gpu && mkdir -p build-gpu/bin build-gpu/lib
 cp build/bin/gpu_kernel_test build/bin/mxval build-gpu/bin/
 cp build/lib/libmxval_cuda_kernels.so build-gpu/lib/
 cp build/lib/libmxval_stream_probe.so build-gpu/lib/  # bench/probe_bounds.py --parts stream
+cp build/lib/libpdl_canary_plugin.so build-gpu/lib/    # gpu_kernel_test's PDL canary
 for bin in build-gpu/bin/* build-gpu/lib/libmxval_cuda_kernels.so; do
   ldd "$bin" | awk '/=> \//{print $3}' |
     { grep -vE '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt)\.so' || true; } | xargs -r -I{} cp -Ln {} build-gpu/lib/

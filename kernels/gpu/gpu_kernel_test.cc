@@ -581,6 +581,50 @@ TEST_F(GpuKernels, PdlLaunchesWaitForTheKernelBeforeThem) {
   EXPECT_GE(ran, 40);
 }
 
+// The check above must be able to fail on a real GPU. The canary library
+// (tests/plugins/pdl_canary_plugin.cu, staged next to the kernel library)
+// has two naive kernels that act on MXVAL_LAUNCH_PDL: one waits for the
+// kernel before it before reading x, one never waits. Launched with PDL
+// behind the late writer, the first passes and the second fails; launched
+// plain, both pass (so the failure is the launch's, not the arithmetic's).
+TEST_F(GpuKernels, PdlCheckCatchesAKernelThatDoesNotWait) {
+  std::string path = LibraryPath();
+  path = path.substr(0, path.rfind('/') + 1) + "libpdl_canary_plugin.so";
+  if (const char* env = std::getenv("MXVAL_PDL_CANARY_LIBRARY")) path = env;
+  auto lib = KernelLibrary::Open(path);
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  const TileConfig c{.block_m = 1, .block_n = 128, .block_k = 32, .ksplit = 1, .num_stages = 1, .num_warps = 4};
+  std::mt19937_64 rng(2718);
+  for (const int64_t M : {1, 7, 33}) {
+    CaseSpec spec;
+    spec.shape = {4, M, 256, 512};
+    spec.layout = M % 2 ? OutputLayout::kBatchMajor : OutputLayout::kHeadMajor;
+    spec.strided_x = M == 7;
+    spec.x_gen = *ParseGenerator("normal");
+    spec.w_gen = *ParseGenerator("normal");
+    spec.seed = rng();
+    auto d = CaseData::Build(spec, int64_t{1} << 30);
+    ASSERT_TRUE(d.ok()) << d.status();
+    for (const char* name : {"pdl_canary_waits", "pdl_canary_nowait"}) {
+      auto k = (*lib)->Find(name);
+      ASSERT_TRUE(k.ok()) << k.status();
+      ASSERT_EQ((*k)->launch_flags, uint32_t{MXVAL_LAUNCH_PDL});
+      for (const uint32_t flags : {0u, uint32_t{MXVAL_LAUNCH_PDL}}) {
+        SCOPED_TRACE(testing::Message() << name << " M=" << M << (flags ? " PDL" : " plain"));
+        auto r = CheckOnDevice(*d, *k, c, CheckOptions{}, flags);
+        ASSERT_TRUE(r.ok()) << r.status();
+        const bool should_fail = flags != 0 && std::string(name) == "pdl_canary_nowait";
+        if (should_fail) {
+          EXPECT_NE(r->accuracy.verdict, reference::Verdict::kPass) << "the PDL check passed a kernel that never waits";
+          EXPECT_GT(r->accuracy.nan_count + r->accuracy.unwritten_count, 0) << r->accuracy.reason;
+        } else {
+          EXPECT_EQ(r->accuracy.verdict, reference::Verdict::kPass) << r->accuracy.reason;
+        }
+      }
+    }
+  }
+}
+
 // The TMA-fed configs (num_warps = 9) end tiles with TMA stores of 64 x 64
 // boxes by default, and with st.global from registers under
 // MXVAL_WGMMA_STORE=direct: both, on N that is not a multiple of 64 or of
