@@ -1949,7 +1949,7 @@ struct RsConfig {
   static constexpr int kRedSlot = KS > 1 ? 128 * WGS * (BM / 2) * 4 : 0;
   static size_t Smem(int bufs) {
     return 1024 + size_t{STAGES} * kXStage + static_cast<size_t>(bufs) * WGS * kOut + size_t{WGS} * 64 * kWPitch +
-           size_t{KS - 1} * kRedSlot + (2 * STAGES + 2) * sizeof(uint64_t);
+           size_t{KS - 1} * kRedSlot + (2 * STAGES + 3) * sizeof(uint64_t);
   }
   static_assert(BM % 32 == 0 && BM <= 256 && STAGES >= 2, "wgmma N and TMA box limits");
   static_assert(WGS == 1 || WGS == 2, "one consumer warpgroup with a producer warp, or two with a producer warpgroup");
@@ -1987,6 +1987,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   uint64_t* empty = full + STAGES;
   uint64_t* red_full = empty + STAGES;  // split-K: rank 0 waits for the KS - 1 partial tiles
   uint64_t* red_free = red_full + 1;    // split-K: rank r > 0 waits until rank 0 has read its slot
+  uint64_t* wready = red_free + 1;      // entry bit 1: the weight rows have landed (one arrival per consumer warp)
   const int tid = threadIdx.x, lane = tid % 32;
   const int rank = KS > 1 ? static_cast<int>(ClusterRank()) : 0;
   const int64_t b = blockIdx.z, n0 = static_cast<int64_t>(blockIdx.x / KS) * (ROWS * WGS);
@@ -2006,7 +2007,39 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
 #else
   constexpr int ablate = 0;
 #endif
+  // The CTA's entry and exit (flags bits 4-7, all set unless MXVAL_RS_ENTRY
+  // says otherwise; BENCHMARKS.md, "The register-sourced kernel's entry"):
+  //  bit 0: the consumers issue their weight rows' copies before the barrier
+  //         init, so the producer's x copies queue behind them in DRAM;
+  //  bit 1: x stages from the third on are issued once the weight rows have
+  //         landed (the first two go at once);
+  //  bit 2: the producer prefetches both tensor maps at entry (the first y
+  //         store no longer waits for its descriptor);
+  //  bit 3: at exit, wait only until the y stores have read shared memory.
+  // Together 0.90-0.95x the time of the entry without them on every
+  // register-sourced row at M = 64 / 256 / 1024 on the H200.
+  const int xexp = flags >> 4;
   MXVAL_WT_ENTER(tid, my_tiles);  // resets slot 13 before the barrier below
+  const int wg = tid / 128, warp = (tid % 128) / 32, t = lane % 4, wtid = tid % 128;
+  uint8_t* wrows = wstage + wg * 64 * C::kWPitch;
+  auto issue_weights = [&]() {
+#pragma unroll
+    for (int u = 0; u < (ROWS * kG + 127) / 128; ++u) {
+      const int i = wtid + 128 * u, r = i / kG, gi = i % kG;
+      const int64_t n = n0 + ROWS * wg + r;
+      const bool ok = i < ROWS * kG && n < p.N;
+      if (i < ROWS * kG) {
+        CpAsync16(wrows + r * C::kWPitch + 16 * gi, ok ? p.wp + b * p.wp_sb + n * p.wp_sn + k0 / 2 + 16 * gi : p.wp,
+                  ok ? 16 : 0);
+      }
+    }
+    CpAsyncCommit();
+  };
+  if ((xexp & 4) && tid == kConsumers) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&ymap)) : "memory");
+  }
+  if ((xexp & 1) && tid < kConsumers) issue_weights();
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       MbarInit(full + s, 1);
@@ -2014,6 +2047,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     }
     MbarInit(red_full, 1);          // rank 0's expect-tx; the partial tiles' bytes complete it
     MbarInit(red_free, 4 * WGS);    // one arrival per consumer warp of rank 0
+    MbarInit(wready, 4 * WGS);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if (KS > 1) {
@@ -2032,6 +2066,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
       for (int step = 0; step < steps; ++step) {
         const int st = step % STAGES;
         if (step >= STAGES) MbarWait(empty + st, ((step / STAGES) & 1) ^ 1);
+        if ((xexp & 2) && step == 2) MbarWait(wready, 0);
         const int m0 = static_cast<int>((blockIdx.y + static_cast<int64_t>(step / kNk) * groups) * BM);
         if (ablate & 4) {
           MbarArrive(full + st);
@@ -2051,19 +2086,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   //    no loads hold registers in flight (16-byte loads straight into
   //    registers held 4 x K/16 of them next to the K/4 of A; they measured
   //    the same speed, BENCHMARKS.md). Scale groups past K/32 are never read.
-  const int wg = tid / 128, warp = (tid % 128) / 32, t = lane % 4, wtid = tid % 128;
-  uint8_t* wrows = wstage + wg * 64 * C::kWPitch;
-#pragma unroll
-  for (int u = 0; u < (ROWS * kG + 127) / 128; ++u) {
-    const int i = wtid + 128 * u, r = i / kG, gi = i % kG;
-    const int64_t n = n0 + ROWS * wg + r;
-    const bool ok = i < ROWS * kG && n < p.N;
-    if (i < ROWS * kG) {
-      CpAsync16(wrows + r * C::kWPitch + 16 * gi, ok ? p.wp + b * p.wp_sb + n * p.wp_sn + k0 / 2 + 16 * gi : p.wp,
-                ok ? 16 : 0);
-    }
-  }
-  CpAsyncCommit();
+  if (!(xexp & 1)) issue_weights();
   MXVAL_WT_MARK(14, tid == 0);
   uint32_t wa[K / 16][4];
   {
@@ -2081,6 +2104,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     MXVAL_WT_MARK(11, tid == 0);
     CpAsyncWait<0>();
     NamedBarrier(2 + wg, 128);
+    if ((xexp & 2) && lane == 0) MbarArrive(wready);
     MXVAL_WT_MARK(12, tid == 0);
     const uint32_t sel = static_cast<uint32_t>(t) | static_cast<uint32_t>(t + 4) << 4;  // byte t of each word
     // The row's group gi as the 8 codes this thread holds.
@@ -2266,7 +2290,13 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     }
   }
   WgmmaWait<0>();
-  if (tid % 128 == 0) BulkWaitAll();  // shared memory must outlive the stores' reads
+  if (tid % 128 == 0) {  // shared memory must outlive the stores' reads
+    if (xexp & 8) {
+      BulkWaitRead<0>();
+    } else {
+      BulkWaitAll();
+    }
+  }
   MXVAL_WT_EXIT(tid);
 }
 
@@ -2719,6 +2749,10 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
     cluster = 2;
   }
   int flags = pdl ? 1 : 0;
+  // MXVAL_RS_ENTRY (read per call, for A/Bs): the entry bits above; unset = 15,
+  // 0 = the entry before 2026-12-03.
+  const char* entry = getenv("MXVAL_RS_ENTRY");
+  flags |= (entry != nullptr ? atoi(entry) & 15 : 15) << 4;
 #if defined(MXVAL_RS_ABLATION)
   if (const char* v = getenv("MXVAL_RS_ABLATE")) flags |= (atoi(v) & 7) << 1;  // read per call
 #endif
