@@ -1350,8 +1350,10 @@ __device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, 
   // One item = one 32-wide scale group of one column: 16 packed bytes and
   // one scale byte. kBatch items per thread are loaded before any is used,
   // so the panel costs about one memory latency per batch, not per item.
-  // after_loads() runs once, right after the first batch's loads are
-  // issued (the TMA kernel fills its x ring there, behind the weights).
+  // after_loads(0) runs once, right after the first batch's loads are
+  // issued, and after_loads(1) once that batch's data has arrived and been
+  // stored (the TMA kernel fills its x ring at those points, behind the
+  // weights).
   // (A rolled dequantization loop, a conflict-free item order and an
   // out-of-line exact path were measured no faster: BENCHMARKS.md, "Where a
   // wgmma CTA's time goes".)
@@ -1392,8 +1394,7 @@ __device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, 
     g = gb;
     if (first) {
       MXVAL_WT_MARK(11, tid == 0);
-      after_loads();
-      first = false;
+      after_loads(0);
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
@@ -1413,6 +1414,10 @@ __device__ __forceinline__ void BuildPanel(const GemmParams& p, uint8_t* panel, 
       }
       MXVAL_WT_MARK(12, tid == 0 && u == 0 && base == tid);  // after the first item's stores
       advance(r, g);
+    }
+    if (first) {
+      after_loads(1);
+      first = false;
     }
     rb = r;
     gb = g;
@@ -1490,7 +1495,7 @@ __global__ void __launch_bounds__(WGS * 128) A16wfp4WgmmaKernel(GemmParams p, in
   for (int s = 0; s < D; ++s) issue(s);
 
   // The panel (ends with a barrier): visible to the tensor cores.
-  BuildPanel<BN>(p, panel, b, n0, tid, kThreads, [] {});
+  BuildPanel<BN>(p, panel, b, n0, tid, kThreads, [](int) {});
 
   // 2. Stream x chunks: step s is (tile s / nk, k chunk s % nk).
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
@@ -1707,48 +1712,71 @@ __global__ void __launch_bounds__(288, 1)
   const int64_t mtiles = (p.M + BM - 1) / BM;
   const int my_tiles = static_cast<int>(mtiles > blockIdx.y ? (mtiles - 1 - blockIdx.y) / groups + 1 : 0);
   const int steps = my_tiles * nk;
-  MXVAL_WT_ENTER(tid, my_tiles);  // resets slot 13 before the barrier below
-  if (tid == 0) {
+  // The CTA's entry and exit (flags bits 4-7: 13, every bit but bit 1,
+  // unless MXVAL_WGMMA_ENTRY says otherwise; the four changes of
+  // a16wfp4_wgmma_rs's entry, BENCHMARKS.md, "a16wfp4_wgmma's entry"):
+  //  bit 0: the producer thread initializes the barriers right after its
+  //         first weight loads are issued (no CTA barrier before them);
+  //  bit 1: the ring's first two stages go right after those loads, the
+  //         rest once the producer thread's weights have arrived;
+  //  bit 2: the producer thread prefetches both tensor maps at entry;
+  //  bit 3: at exit, wait only until the y stores have read shared memory.
+  // Flags bit 1 / bit 2 (MXVAL_WGMMA_RING=first / last) fill the whole
+  // ring before the panel or after all of it (both measured slower; kept
+  // for A/B runs). With PDL (bit 0) the ring waits for the previous kernel,
+  // after the panel.
+  const bool pdl = flags & 1, ring_first = flags & 2, ring_last = flags & 4;
+  const int entry = flags >> 4;
+  const bool late_init = (entry & 1) && !ring_first;
+  const int ring0 = !pdl && !ring_first && !ring_last && (entry & 2) ? 2 : STAGES;  // stages issued at once
+  MXVAL_WT_ENTER(tid, my_tiles);  // resets slot 13 (racing the late init's panel only in trace builds)
+  if ((entry & 4) && tid == 256) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&ymap)) : "memory");
+  }
+  auto init_barriers = [&] {
     for (int s = 0; s < STAGES; ++s) {
       MbarInit(full + s, 1);
       MbarInit(empty + s, kPingPong ? 4 : 8);  // one arrival per consuming warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  };
+  if (!late_init) {
+    if (tid == 0) init_barriers();
+    __syncthreads();
   }
-  __syncthreads();
   auto load = [&](int step) {
     const int stage = step % STAGES;
     const int m0 = static_cast<int>((blockIdx.y + static_cast<int64_t>(step / nk) * groups) * BM);
     MbarExpectTx(full + stage, C::kXStage);
     TmaLoad3d(xs + stage * C::kXStage, &xmap, (step % nk) * 64, m0, static_cast<int>(b), full + stage);
   };
-  // The whole ring (STAGES chunks) flies while every thread builds the
-  // panel. Launched with programmatic dependent launch (pdl), the panel
+  // Ring stages [from, to) (clipped to the CTA's steps), from the producer
+  // thread. Launched with programmatic dependent launch (pdl), the panel
   // (weights only: not the previous kernel's output) is built while the
   // kernel before this one on the stream may still run; x is read and y
   // written only after it finished.
-  auto fill_ring = [&] {
+  auto fill_ring = [&](int from, int to) {
     if (tid == 256) {
-      for (int s = 0; s < STAGES && s < steps; ++s) load(s);
+      for (int s = from; s < to && s < steps; ++s) load(s);
     }
   };
   MXVAL_WT_MARK(1, tid == 0);
   // The x ring is filled right after the producer thread's first weight
   // loads are issued: at M <= 1024 the panel is most of a CTA's time, and
   // its loads queued behind 64-128 KB of x copies (0.2-0.6 us per call).
-  // Flags bit 1 / bit 2 (MXVAL_WGMMA_RING=first / last): before the panel,
-  // or after all of it (both measured slower; kept for A/B runs). With PDL
-  // the ring waits for the previous kernel, after the panel.
-  const bool pdl = flags & 1, ring_first = flags & 2, ring_last = flags & 4;
-  if (!pdl && ring_first) fill_ring();
-  BuildPanel<BN>(p, panel, b, n0, tid, C::kThreads, [&] {
-    if (!pdl && !ring_first && !ring_last) fill_ring();
+  if (!pdl && ring_first) fill_ring(0, STAGES);
+  BuildPanel<BN>(p, panel, b, n0, tid, C::kThreads, [&](int phase) {
+    if (late_init && phase == 0 && tid == 256) init_barriers();  // the panel's closing barrier publishes it
+    if (pdl || ring_first || ring_last) return;
+    if (phase == 0) fill_ring(0, ring0);
+    if (phase == 1) fill_ring(ring0, STAGES);
   });
-  if (!pdl && ring_last) fill_ring();
+  if (!pdl && ring_last) fill_ring(0, STAGES);
   MXVAL_WT_MARK(2, tid == 0);
   if (pdl) {
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    fill_ring();
+    fill_ring(0, STAGES);
   }
 
   if (warp_id == 8) {  // producer
@@ -1847,7 +1875,13 @@ __global__ void __launch_bounds__(288, 1)
     }
   }
   WgmmaWait<0>();
-  if (TS && tid % 128 == 0) BulkWaitAll();  // shared memory must outlive the stores' reads
+  if (TS && tid % 128 == 0) {  // shared memory must outlive the stores' reads
+    if (entry & 8) {
+      BulkWaitRead<0>();
+    } else {
+      BulkWaitAll();
+    }
+  }
   MXVAL_WT_EXIT(tid);
 }
 
@@ -2489,6 +2523,16 @@ int WtRingOrder() {
   if (v == nullptr) return 0;
   return strcmp(v, "first") == 0 ? 2 : strcmp(v, "last") == 0 ? 4 : 0;
 }
+// MXVAL_WGMMA_ENTRY (read per call, for A/Bs): the TMA kernel's entry bits
+// (kernel flags bits 4-7); unset = 13 (bit 1, the ring held back behind the
+// weights, measured 1.056x the time at DeepSeek-V3 V-up M = 1024: this
+// kernel's panel is built in shared memory before the first MMA, so x
+// stages that wait for it delay the whole tile), 0 = the entry before
+// 2026-12-03.
+int WtEntryFlags() {
+  const char* v = getenv("MXVAL_WGMMA_ENTRY");
+  return (v != nullptr ? atoi(v) & 15 : 13) << 4;
+}
 bool WtTmaStore() {
   const char* v = getenv("MXVAL_WGMMA_STORE");
   return v == nullptr || strcmp(v, "direct") != 0;
@@ -2635,11 +2679,13 @@ int32_t WgmmaRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err
       // Opt-in, as for a16wfp4_decode: the contract is that the kernel
       // launched just before this one on the stream does not write
       // w_packed or w_scales.
-      const cudaError_t le = LaunchWithPdl(tkernel, grid, threads, smem, a->stream, xmap, ymap, p, groups, bufs, 1);
+      const cudaError_t le = LaunchWithPdl(tkernel, grid, threads, smem, a->stream, xmap, ymap, p, groups, bufs,
+                                               1 | WtEntryFlags());
       if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
       return 0;
     }
-    tkernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(xmap, ymap, p, groups, bufs, WtRingOrder());
+    tkernel<<<grid, threads, smem, static_cast<cudaStream_t>(a->stream)>>>(xmap, ymap, p, groups, bufs,
+                                                                           WtRingOrder() | WtEntryFlags());
   }
   const cudaError_t le = cudaGetLastError();
   if (le != cudaSuccess) return SetErr(err, len, cudaGetErrorString(le)), 1;
