@@ -15,7 +15,8 @@
 #                   sm_90a_before_rs_dsv3_kup64.json,
 #                   sm_90a_before_rs_glm5_vup2048.json,
 #                   sm_90a_before_deq15.json, sm_90a_before_rs32.json,
-#                   sm_90a_before_rs32_dsv3_vup256.json: the
+#                   sm_90a_before_rs32_dsv3_vup256.json,
+#                   sm_90a_before_midm.json: the
 #                   tables before those retunes)
 #   PRESETS         comma-separated shape presets (default glm5-tp4)
 #   TAG             report name suffix (default: none)
