@@ -2052,7 +2052,10 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   //  bit 3: at exit, wait only until the y stores have read shared memory.
   // Together 0.90-0.95x the time of the entry without them on every
   // register-sourced row at M = 64 / 256 / 1024 on the H200.
-  const int xexp = flags >> 4;
+  const int xexp = (flags >> 4) & 15;
+  // With bit 1: how many x stages go before the weight rows have landed
+  // (flags bits 8-11, MXVAL_RS_XEARLY; 0 = 2).
+  const int xearly = (flags >> 8) & 15 ? (flags >> 8) & 15 : 2;
   MXVAL_WT_ENTER(tid, my_tiles);  // resets slot 13 before the barrier below
   const int wg = tid / 128, warp = (tid % 128) / 32, t = lane % 4, wtid = tid % 128;
   uint8_t* wrows = wstage + wg * 64 * C::kWPitch;
@@ -2100,7 +2103,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
       for (int step = 0; step < steps; ++step) {
         const int st = step % STAGES;
         if (step >= STAGES) MbarWait(empty + st, ((step / STAGES) & 1) ^ 1);
-        if ((xexp & 2) && step == 2) MbarWait(wready, 0);
+        if ((xexp & 2) && step == xearly) MbarWait(wready, 0);
         const int m0 = static_cast<int>((blockIdx.y + static_cast<int64_t>(step / kNk) * groups) * BM);
         if (ablate & 4) {
           MbarArrive(full + st);
@@ -2799,6 +2802,7 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
   // 0 = the entry before 2026-12-03.
   const char* entry = getenv("MXVAL_RS_ENTRY");
   flags |= (entry != nullptr ? atoi(entry) & 15 : 15) << 4;
+  if (const char* v = getenv("MXVAL_RS_XEARLY")) flags |= (atoi(v) & 15) << 8;  // read per call, for A/Bs
 #if defined(MXVAL_RS_ABLATION)
   if (const char* v = getenv("MXVAL_RS_ABLATE")) flags |= (atoi(v) & 7) << 1;  // read per call
 #endif
