@@ -1593,6 +1593,14 @@ __device__ __forceinline__ void TmaLoad3d(void* dst, const CUtensorMap* map, int
       : "memory");
 }
 
+// Pulls both tensor maps (kernel parameters) into the TMA unit's cache
+// ahead of the first copy; one thread per CTA (the entry bit 2 of both
+// Hopper kernels).
+__device__ __forceinline__ void PrefetchTensorMaps(const CUtensorMap& xmap, const CUtensorMap& ymap) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&ymap)) : "memory");
+}
+
 // BM = 128: both consumer warpgroups work on one 128-row tile (64 rows
 // each) and store their halves together. BM = 64 ("ping-pong"): each
 // stage holds a 64-row tile, and consumer warpgroup w takes the CTA's
@@ -1730,10 +1738,7 @@ __global__ void __launch_bounds__(288, 1)
   const bool late_init = (entry & 1) && !ring_first;
   const int ring0 = !pdl && !ring_first && !ring_last && (entry & 2) ? 2 : STAGES;  // stages issued at once
   MXVAL_WT_ENTER(tid, my_tiles);  // resets slot 13 (racing the late init's panel only in trace builds)
-  if ((entry & 4) && tid == 256) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&ymap)) : "memory");
-  }
+  if ((entry & 4) && tid == 256) PrefetchTensorMaps(xmap, ymap);
   auto init_barriers = [&] {
     for (int s = 0; s < STAGES; ++s) {
       MbarInit(full + s, 1);
@@ -2072,10 +2077,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     }
     CpAsyncCommit();
   };
-  if ((xexp & 4) && tid == kConsumers) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&xmap)) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&ymap)) : "memory");
-  }
+  if ((xexp & 4) && tid == kConsumers) PrefetchTensorMaps(xmap, ymap);
   if ((xexp & 1) && tid < kConsumers) issue_weights();
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -2514,6 +2516,14 @@ bool EncodeBf16Map(TensorMapEncodeFn encode, CUtensorMap* map, const void* base,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// The entry switches of both Hopper kernels (MXVAL_WGMMA_ENTRY,
+// MXVAL_RS_ENTRY): four bits read from the environment on every call, so
+// one process can A/B them; `unset` when the variable is absent.
+int EntryBits(const char* name, int unset) {
+  const char* v = getenv(name);
+  return (v != nullptr ? atoi(v) : unset) & 15;
+}
+
 // The TMA variants store through shared memory and TMA (where a staging
 // area fits) unless MXVAL_WGMMA_STORE=direct (StoreTile's st.global from
 // registers), a knob kept to compare the two epilogues on one build.
@@ -2532,10 +2542,7 @@ int WtRingOrder() {
 // kernel's panel is built in shared memory before the first MMA, so x
 // stages that wait for it delay the whole tile), 0 = the entry before
 // 2026-12-03.
-int WtEntryFlags() {
-  const char* v = getenv("MXVAL_WGMMA_ENTRY");
-  return (v != nullptr ? atoi(v) & 15 : 13) << 4;
-}
+int WtEntryFlags() { return EntryBits("MXVAL_WGMMA_ENTRY", 13) << 4; }
 bool WtTmaStore() {
   const char* v = getenv("MXVAL_WGMMA_STORE");
   return v == nullptr || strcmp(v, "direct") != 0;
@@ -2800,8 +2807,7 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
   int flags = pdl ? 1 : 0;
   // MXVAL_RS_ENTRY (read per call, for A/Bs): the entry bits above; unset = 15,
   // 0 = the entry before 2026-12-03.
-  const char* entry = getenv("MXVAL_RS_ENTRY");
-  flags |= (entry != nullptr ? atoi(entry) & 15 : 15) << 4;
+  flags |= EntryBits("MXVAL_RS_ENTRY", 15) << 4;
   if (const char* v = getenv("MXVAL_RS_XEARLY")) flags |= (atoi(v) & 15) << 8;  // read per call, for A/Bs
 #if defined(MXVAL_RS_ABLATION)
   if (const char* v = getenv("MXVAL_RS_ABLATE")) flags |= (atoi(v) & 7) << 1;  // read per call
