@@ -214,11 +214,23 @@ struct E2M1Tables {
   uint32_t lo0, lo1, hi0, hi1;
 };
 MXVAL_HD bool E2M1TablesCover(uint32_t s) { return s >= 2u && s <= 252u; }
+// Entry i's bits are c_i + (s - 1) << 7 with c_1 = 0 and c_i = i << 6
+// (i >= 2). Writing s = 2u + p (p = s & 1), (s - 1) << 7 is
+// (u - 1 + p) << 8 plus (1 - p) << 7: the low bytes depend on p alone, and
+// every high byte is u plus a carry that depends on p and i alone. So the
+// four table words are two constants picked by p and two byte-wise
+// multiples of u plus a p-dependent constant: one shift, one AND and six
+// integer multiply-adds, which ptxas issues to the FMA pipe beside the
+// lookups' prmt on the integer pipe. (Built with prmt from the four
+// 16-bit entries, the tables took one multiply-add, four adds or ANDs and
+// four prmt, all but the multiply on the integer pipe that bounds the
+// register-sourced kernel's prologue.) Exact for s in [2, 252]: no byte
+// sum carries (u <= 126), checked for every scale byte and code by
+// SimtEmulation.PrmtDequantIsExactForEveryByteAndScale and on the device.
 MXVAL_HD E2M1Tables MakeE2M1Tables(uint32_t s) {
-  const uint32_t a = (s - 1u) * 0x00800080u;  // (s - 1) << 7 in both halves; no carry: every sum < 0x8000
-  const uint32_t m01 = a & 0xFFFF0000u, m23 = 0x00C00080u + a, m45 = 0x01400100u + a, m67 = 0x01C00180u + a;
-  return {BytePerm(m01, m23, 0x6420u), BytePerm(m45, m67, 0x6420u), BytePerm(m01, m23, 0x7531u),
-          BytePerm(m45, m67, 0x7531u)};
+  const uint32_t u = s >> 1, p = s & 1u;
+  return {0x40008000u + p * 0x807F8000u, 0x4000C080u + p * 0x807F7F80u, u * 0x01010100u + (p * 0x100u - 0x100u),
+          u * 0x01010101u + (p * 0x101u + 0x01010000u)};
 }
 // Four packed bytes (8 codes, low nibble first) -> four bf16x2 words (word j:
 // byte j's low nibble in the low half), scaled by the tables' scale.
