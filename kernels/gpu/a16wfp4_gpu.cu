@@ -2504,7 +2504,8 @@ TensorMapEncodeFn TensorMapEncoder() {
 // 128-byte swizzle; box0 = 32: the 64-byte one); false if the driver
 // refuses it.
 bool EncodeBf16Map(TensorMapEncodeFn encode, CUtensorMap* map, const void* base, int64_t d0, int64_t d1, int64_t d2,
-                   int64_t s1, int64_t s2, int box0, int box1) {
+                   int64_t s1, int64_t s2, int box0, int box1,
+                   CUtensorMapL2promotion promo = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1), static_cast<cuuint64_t>(d2)};
   // d2 == 1 leaves s2 unused, but it must still be a legal stride.
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(s1) * 2,
@@ -2512,8 +2513,7 @@ bool EncodeBf16Map(TensorMapEncodeFn encode, CUtensorMap* map, const void* base,
   const cuuint32_t box[3] = {static_cast<cuuint32_t>(box0), static_cast<cuuint32_t>(box1), 1}, estr[3] = {1, 1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, estr,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, box0 == 32 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+                promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // The entry switches of both Hopper kernels (MXVAL_WGMMA_ENTRY,
@@ -2596,6 +2596,25 @@ int32_t OneWaveGrid(const mxval_gemm_args* a, const mxval_tile_config* c, const 
   return 0;
 }
 
+// The L2 promotion of x's TMA loads: 256 bytes where x's rows are
+// contiguous (x_stride_m == K), 128 where they are not. A strided x (K-up:
+// K of every K + 64 elements of q, as in MLA) has rows that end or start
+// inside a 256-byte block, so 256-byte promotion also fetches the 64 rope
+// elements between rows that no CTA reads. Same-process A/B on the H200
+// (BENCHMARKS.md, "L2 promotion of x's TMA loads"): 128 against 256 on
+// the K-up rows 0.95-0.98 at M = 1024, 0.98 at GLM-5 K-up M = 4096, level
+// at M >= 8192; on the contiguous V-up rows level to 1.01-1.02 slower at
+// M >= 8192, so they keep 256. MXVAL_TMA_X_PROMO (read per call, for
+// A/Bs): none | 64 | 128 | 256 overrides it.
+CUtensorMapL2promotion XPromotion(const mxval_gemm_args* a) {
+  const char* v = getenv("MXVAL_TMA_X_PROMO");
+  if (v == nullptr) return a->x_stride_m == a->K ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  if (strcmp(v, "none") == 0) return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  if (strcmp(v, "64") == 0) return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+  if (strcmp(v, "128") == 0) return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+}
+
 // x as a 3-D tensor (K, M, B) in boxes of 64 x x_rows (rows past M read as
 // zeros); y as (N, M, B) in boxes of y_cols x y_rows (stores past M or N are
 // dropped by the copy engine); 128-byte swizzled (64-byte for y_cols = 32).
@@ -2604,7 +2623,7 @@ int32_t EncodeXYMaps(const mxval_gemm_args* a, int x_rows, int y_rows, CUtensorM
   const TensorMapEncodeFn encode = TensorMapEncoder();
   if (encode == nullptr) return SetErr(err, len, "the driver does not provide cuTensorMapEncodeTiled"), 1;
   char msg[160];
-  if (!EncodeBf16Map(encode, xmap, a->x, a->K, a->M, a->B, a->x_stride_m, a->x_stride_b, 64, x_rows)) {
+  if (!EncodeBf16Map(encode, xmap, a->x, a->K, a->M, a->B, a->x_stride_m, a->x_stride_b, 64, x_rows, XPromotion(a))) {
     snprintf(msg, sizeof(msg), "cuTensorMapEncodeTiled refused x's layout (%s)", name);
     return SetErr(err, len, msg), 1;
   }
