@@ -2602,8 +2602,8 @@ int32_t OneWaveGrid(const mxval_gemm_args* a, const mxval_tile_config* c, const 
 // inside a 256-byte block, so 256-byte promotion also fetches the 64 rope
 // elements between rows that no CTA reads. Same-process A/B on the H200
 // (BENCHMARKS.md, "L2 promotion of x's TMA loads"): 128 against 256 on
-// the K-up rows 0.95-0.98 at M = 1024, 0.98 at GLM-5 K-up M = 4096, level
-// at M >= 8192; on the contiguous V-up rows level to 1.01-1.02 slower at
+// the K-up rows 0.95-0.99 at M = 1024-8192 (GLM-5) and about 0.97 at
+// M = 1024 (DeepSeek-V3), level at M = 16384; on the contiguous V-up rows level to 1.01-1.02 slower at
 // M >= 8192, so they keep 256. MXVAL_TMA_X_PROMO (read per call, for
 // A/Bs): none | 64 | 128 | 256 overrides it.
 CUtensorMapL2promotion XPromotion(const mxval_gemm_args* a) {

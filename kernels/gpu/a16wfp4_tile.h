@@ -220,8 +220,9 @@ MXVAL_HD bool E2M1TablesCover(uint32_t s) { return s >= 2u && s <= 252u; }
 // every high byte is u plus a carry that depends on p and i alone. So the
 // four table words are two constants picked by p and two byte-wise
 // multiples of u plus a p-dependent constant: one shift, one AND and six
-// integer multiply-adds, which ptxas issues to the FMA pipe beside the
-// lookups' prmt on the integer pipe. (Built with prmt from the four
+// integer multiply-adds, which the FMA pipe can take beside the lookups'
+// prmt on the integer pipe (where ptxas put them was not checked in the
+// SASS; the A/B measured the change neutral). (Built with prmt from the four
 // 16-bit entries, the tables took one multiply-add, four adds or ANDs and
 // four prmt, all but the multiply on the integer pipe that bounds the
 // register-sourced kernel's prologue.) Exact for s in [2, 252]: no byte
