@@ -9,7 +9,10 @@ Usage: python3 bench/ab_libs.py --a OLD.so [--b NEW.so] [--env-a K=V,...] [--env
                                 [--table T.json] [--table-b T2.json] [--ms 256,1024,4096] [--rounds 2]
 --b defaults to --a and --table-b to --table; --env-a / --env-b are set while
 that side's calls are captured (the kernels read their A/B knobs, e.g.
-MXVAL_WGMMA_RING, per call).
+MXVAL_WGMMA_RING, per call). Each round's SM clock (NVML, bench/gpu_clocks.py)
+is kept beside its time ("clock_A" / "clock_B" in the JSON) and printed under
+the row when a side's clock moved or a power / thermal reason was set; each
+window starts off the power cap (gpu_bench.py's settle; --no-settle to skip).
 """
 import argparse
 import json
@@ -21,6 +24,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import gpu_bench as gb  # noqa: E402
+import gpu_clocks  # noqa: E402
 
 
 def main():
@@ -33,8 +37,11 @@ def main():
     ap.add_argument("--table-b", default=None, help="side B's dispatch table (default: --table)")
     ap.add_argument("--ms", default="256,1024,4096")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-clocks", action="store_true")
+    ap.add_argument("--no-settle", action="store_true")
     ap.add_argument("--out", default="ab_libs.json")
     args = ap.parse_args()
+    gb.open_clocks(args.no_clocks, not args.no_settle)
     libs = {"A": gb.load_kernels(args.a)[1]}
     libs["B"] = libs["A"] if args.b is None or args.b == args.a else gb.load_kernels(args.b)[1]
     envs = {"A": gb.parse_settings(args.env_a), "B": gb.parse_settings(args.env_b)}
@@ -52,17 +59,24 @@ def main():
             one = gb.Problem(op, B, M, N, K, strided, bmaj, gen)
             nsets = max(2, min(16, -(-160 * 2**20 // one.min_bytes())))
             probs = [one] + [gb.Problem(op, B, M, N, K, strided, bmaj, gen) for _ in range(nsets - 1)]
-            times = {"A": [], "B": []}
+            times, clocks = {"A": [], "B": []}, {"A": [], "B": []}
             for _ in range(args.rounds):
                 for name in ("A", "B"):
                     ours = gb.Ours(libs[name][picks[name][0]][0])
                     with gb.environment(envs[name]):
-                        times[name].append(gb.time_calls([ours.call(p, picks[name][1]) for p in probs], graph=True)["median"])
+                        r = gb.time_calls([ours.call(p, picks[name][1]) for p in probs], graph=True)
+                    times[name].append(r["median"])
+                    clocks[name].append(r.get("clock"))
             rows.append({"shape": "%s/%s" % (preset, op), "M": M, "kernel": kname, "config": str(cfg),
                          "kernel_a": picks["A"][0], "config_a": str(picks["A"][1]), "A": times["A"],
-                         "B": times["B"], "B_over_A": statistics.median(times["B"]) / statistics.median(times["A"])})
+                         "B": times["B"], "clock_A": clocks["A"], "clock_B": clocks["B"],
+                         "B_over_A": statistics.median(times["B"]) / statistics.median(times["A"])})
             print("%-14s %5d %-30s %s   B/A %.3f" % ("%s/%s" % (preset, op), M, "%s %s" % (kname[8:], cfg),
                   "  ".join("%6.2f %6.2f" % (a, b) for a, b in zip(times["A"], times["B"])), rows[-1]["B_over_A"]))
+            if any(c and (c["reasons"] or c["sm_mhz"]["max"] - c["sm_mhz"]["min"] >= 30) for c in clocks["A"] + clocks["B"]):
+                print("%-14s %5s   clk MHz %s" % ("", "", "  ".join(
+                    "A%d %s  B%d %s" % (i, gpu_clocks.short(a), i, gpu_clocks.short(b))
+                    for i, (a, b) in enumerate(zip(clocks["A"], clocks["B"])))))
             sys.stdout.flush()
             with open(args.out, "w") as f:
                 json.dump(rows, f, indent=1)

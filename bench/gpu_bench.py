@@ -20,6 +20,18 @@ as they launch, so the PDL column is reported beside the plain one, never
 instead of it.
 The floor per shape is max(FLOPs / measured bf16 GEMM rate, minimal bytes /
 measured copy bandwidth), both measured on this device first.
+Clocks: every timed window also records the SM clock (min / median / max),
+the peak power and the clock-event reasons NVML reported while it ran
+(bench/gpu_clocks.py), as "clock" beside each median in the JSON and as the
+"clk" column (mxval / cuBLAS) in the log: on the H200 the board's power cap
+moves the SM clock between about 1.0 and 2.0 GHz under large-M runs, so a
+time is read together with the clock it ran at. Before each timed window
+the script waits (up to 3 s) until the board is off its power cap
+(gpu_clocks.ClockSampler.settle), so that no implementation inherits the cap
+that the one timed before it ran into: the first run with clocks showed
+cuBLAS, timed right after us on each large-M row, at 1500 MHz where we had
+run at 1980. --no-settle keeps the old back-to-back order; --no-clocks turns
+both off.
 
 Usage: python3 bench/gpu_bench.py --lib build-gpu/lib/libmxval_cuda_kernels.so --out results.json
 """
@@ -34,6 +46,9 @@ import statistics
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_clocks  # noqa: E402
 
 try:
     import triton
@@ -279,6 +294,23 @@ def parse_settings(text):
     return dict(kv.split("=", 1) for kv in text.split(",") if kv)
 
 
+# The clock sampler (gpu_clocks.ClockSampler) of this process, or None; set by
+# the scripts' main() so that time_calls adds each window's clocks.
+CLOCKS = None
+SETTLE = True  # wait for the board to leave its power cap before each timed window
+
+
+def open_clocks(disabled=False, settle=True):
+    """Starts the module's clock sampler (unless disabled) and says so."""
+    global CLOCKS, SETTLE
+    CLOCKS = None if disabled else gpu_clocks.ClockSampler.open()
+    SETTLE = settle
+    print("clocks: %s" % (("NVML, SM clock / power / event reasons per timed window; %s" %
+                           ("each window starts off the power cap" if settle else "windows back to back"))
+                          if CLOCKS else "not recorded"))
+    return CLOCKS
+
+
 def time_calls(calls, graph, inner=20, reps=25):
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -297,18 +329,26 @@ def time_calls(calls, graph, inner=20, reps=25):
             for i in range(inner):
                 calls[i % len(calls)]()
     out = []
+    window = CLOCKS.window() if CLOCKS else contextlib.nullcontext()
     with torch.cuda.stream(s):
         for _ in range(3):
             run()
         torch.cuda.synchronize()
-        for _ in range(reps):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record(s)
-            run()
-            e1.record(s)
-            e1.synchronize()
-            out.append(e0.elapsed_time(e1) * 1e3 / inner)  # microseconds per call
-    return stats(out)
+        settled = CLOCKS.settle() if CLOCKS and SETTLE else None
+        with window:
+            for _ in range(reps):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record(s)
+                run()
+                e1.record(s)
+                e1.synchronize()
+                out.append(e0.elapsed_time(e1) * 1e3 / inner)  # microseconds per call
+    result = stats(out)
+    if CLOCKS:
+        result["clock"] = window.summary
+        if settled is not None and result["clock"]:
+            result["clock"]["settle_s"] = round(settled, 3)
+    return result
 
 
 def measure_roofline():
@@ -361,6 +401,8 @@ def main():
     ap.add_argument("--only-mxval", action="store_true", help="run our kernel only (for profilers)")
     ap.add_argument("--pdl", action="store_true",
                     help="also time mxval with programmatic dependent launch (MXVAL_CUDA_PDL=1), as extra columns")
+    ap.add_argument("--no-clocks", action="store_true", help="do not sample the SM clock / power / event reasons")
+    ap.add_argument("--no-settle", action="store_true", help="time windows back to back (no wait for the power cap to clear)")
     ap.add_argument("--out", default="gpu_bench.json")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -382,6 +424,7 @@ def main():
                 torch.cuda.synchronize()
                 print("ran", preset, op, M, cfg)
         return
+    open_clocks(args.no_clocks, not args.no_settle)
     bw, rate = measure_roofline()
     print("device %s: copy bandwidth %.2f TB/s (read+write), bf16 GEMM %.0f TFLOP/s (8192^3 torch.mm)"
           % (torch.cuda.get_device_name(), bw / 1e12, rate / 1e12))
@@ -389,8 +432,9 @@ def main():
                "torch": torch.__version__, "triton": triton.__version__ if triton else None, "rows": []}
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1)
-    hdr = "%-13s %6s | %-22s %8s %8s | %8s %8s | %8s %8s | %7s | %6s %6s | %s" % (
-        "shape", "M", "mxval config", "graph", "eager", "cublas", "eager", "dot_sc", "eager", "floor", "vsBest", "vsFlr", "mxval-best")
+    hdr = "%-13s %6s | %-22s %8s %8s | %8s %8s | %8s %8s | %7s | %6s %6s | %-22s | %s" % (
+        "shape", "M", "mxval config", "graph", "eager", "cublas", "eager", "dot_sc", "eager", "floor", "vsBest", "vsFlr",
+        "clk MHz mxval / cublas", "mxval-best")
     print(hdr)
     for (preset, op, B, N, K, strided, bmaj) in SHAPES:
         if args.shapes != "all" and preset + "/" + op not in args.shapes.split(","):
@@ -443,8 +487,9 @@ def main():
                             continue
                         if not ours_by_name[kn].can(one, cc):
                             continue
-                        t = time_calls([ours_by_name[kn].call(p, cc) for p in probs], True, reps=10)["median"]
-                        timed.append({"config": tag.get(kn, "") + str(cc), "median": t})
+                        r = time_calls([ours_by_name[kn].call(p, cc) for p in probs], True, reps=10)
+                        t = r["median"]
+                        timed.append({"config": tag.get(kn, "") + str(cc), "median": t, "clock": r.get("clock")})
                         if best is None or t < best[0]:
                             best = (t, tag.get(kn, "") + str(cc))
                 # Every timed config, fastest first, so a table can be retuned
@@ -465,14 +510,16 @@ def main():
             save_results(results, args.out, False)
             ds = row.get("dot_scaled", {"median": float("nan")})
             dse = row.get("dot_scaled_eager", {"median": float("nan")})
-            print("%-13s %6d | %-22s %8.1f %8.1f | %8.1f %8.1f | %8.1f %8.1f | %7.1f | %6.2f %6.2f | %s" % (
+            clk = "%s / %s" % (gpu_clocks.short(row["mxval"].get("clock")), gpu_clocks.short(row["cublas"].get("clock")))
+            print("%-13s %6d | %-22s %8.1f %8.1f | %8.1f %8.1f | %8.1f %8.1f | %7.1f | %6.2f %6.2f | %-22s | %s" % (
                 row["shape"], M, (tag.get(kname, "") + str(cfg))[:22], row["mxval"]["median"], row["mxval_eager"]["median"],
                 row["cublas"]["median"], row["cublas_eager"]["median"], ds["median"], dse["median"], row["floor_us"],
-                row["vs_best_peer"], row["vs_floor"],
+                row["vs_best_peer"], row["vs_floor"], clk,
                 ("%.1f %s" % (row["mxval_best"]["median"], row["mxval_best"]["config"])) if "mxval_best" in row else ""))
             if "mxval_pdl" in row:
-                print("%-13s %6d |   with PDL: graph %.2f, best peer / mxval %.2f" % (
-                    row["shape"], M, row["mxval_pdl"]["median"], row["vs_best_peer_pdl"]))
+                print("%-13s %6d |   with PDL: graph %.2f, best peer / mxval %.2f, clk %s" % (
+                    row["shape"], M, row["mxval_pdl"]["median"], row["vs_best_peer_pdl"],
+                    gpu_clocks.short(row["mxval_pdl"].get("clock"))))
             sys.stdout.flush()
             for key in ("mxval_rel_err", "mxval_pdl_rel_err"):
                 if not row.get(key, 0) <= 2e-2:  # NaN (an unwritten element) fails too
