@@ -126,14 +126,38 @@ KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config
 
 absl::StatusOr<DeviceTiming> DeviceCase::Time(const mxval_kernel* kernel, const TileConfig& config,
                                               const TimingOptions& o, uint32_t launch_flags) {
-  const mxval_tile_config c = ToAbi(config);
-  const uint32_t flags = EffectiveFlags(kernel, launch_flags);
-  mxval_gemm_args probe = Args(sets_[0]);
-  probe.launch_flags = flags;
-  MXVAL_RETURN_IF_ERROR(CanImplement(*kernel, probe, config));
-  const size_t ws = kernel->workspace_size(&probe, &c);
+  auto r = TimeInterleaved({TimedKernel{kernel, config, launch_flags}}, o);
+  if (!r.ok()) return r.status();
+  return std::move(r->front());
+}
+
+absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std::vector<TimedKernel>& sides,
+                                                                      const TimingOptions& o) {
+  if (sides.empty()) return absl::InvalidArgumentError("TimeInterleaved: no kernels to time");
+  // Per side: its effective flags, workspace, launch cursor, launches per sample and graph.
+  struct Side {
+    const TimedKernel* k;
+    uint32_t flags = 0;
+    size_t ws = 0;
+    int next = 0;
+    int L = 1;
+    std::unique_ptr<DeviceGraph> graph;
+  };
+  std::vector<Side> st(sides.size());
+  size_t ws_max = 0;
+  for (size_t i = 0; i < sides.size(); ++i) {
+    Side& sd = st[i];
+    sd.k = &sides[i];
+    sd.flags = EffectiveFlags(sd.k->kernel, sd.k->launch_flags);
+    mxval_gemm_args probe = Args(sets_[0]);
+    probe.launch_flags = sd.flags;
+    MXVAL_RETURN_IF_ERROR(CanImplement(*sd.k->kernel, probe, sd.k->config));
+    const mxval_tile_config c = ToAbi(sd.k->config);
+    sd.ws = sd.k->kernel->workspace_size(&probe, &c);
+    ws_max = std::max(ws_max, sd.ws);
+  }
   const int64_t set_bytes = static_cast<int64_t>(sets_[0].x.bytes() + sets_[0].packed.bytes() +
-                                                 sets_[0].scales.bytes() + sets_[0].y.bytes() + ws);
+                                                 sets_[0].scales.bytes() + sets_[0].y.bytes() + ws_max);
   int64_t target = o.rotate_bytes;
   if (target <= 0) {
     int64_t l2 = 0;
@@ -145,56 +169,70 @@ absl::StatusOr<DeviceTiming> DeviceCase::Time(const mxval_kernel* kernel, const 
   want = std::max<int>(1, std::min<int64_t>(want, o.max_rotate_bytes / std::max<int64_t>(set_bytes, 1)));
   while (static_cast<int>(sets_.size()) < want) MXVAL_RETURN_IF_ERROR(AddSet());
   const int nsets = std::max(1, std::min(want, static_cast<int>(sets_.size())));
-  for (int i = 0; i < nsets; ++i) MXVAL_RETURN_IF_ERROR(Grow(sets_[i].workspace, ws));
+  for (int i = 0; i < nsets; ++i) MXVAL_RETURN_IF_ERROR(Grow(sets_[i].workspace, ws_max));
 
-  int next = 0;
-  auto launch = [&]() -> absl::Status {
-    const Set& s = sets_[next];
-    next = (next + 1) % nsets;
+  auto launch = [&](Side& sd) -> absl::Status {
+    const Set& s = sets_[sd.next];
+    sd.next = (sd.next + 1) % nsets;
     mxval_gemm_args a = Args(s);
-    a.launch_flags = flags;
-    return Run(*kernel, a, config);
+    a.launch_flags = sd.flags;
+    return Run(*sd.k->kernel, a, sd.k->config);
   };
-  for (int i = 0; i < std::max(o.warmup, nsets); ++i) MXVAL_RETURN_IF_ERROR(launch());
-  MXVAL_RETURN_IF_ERROR(rt_.Synchronize());
-
   EventPair ev(rt_);
   MXVAL_RETURN_IF_ERROR(ev.Create());
-  DeviceTiming t;
-  t.buffer_sets = nsets;
-  int L = o.launches_per_sample;
-  if (L <= 0) {
-    MXVAL_RETURN_IF_ERROR(rt_.Record(ev.a));
-    MXVAL_RETURN_IF_ERROR(launch());
-    MXVAL_RETURN_IF_ERROR(rt_.Record(ev.b));
-    auto one = rt_.ElapsedSeconds(ev.a, ev.b);
-    if (!one.ok()) return one.status();
-    L = static_cast<int>(std::clamp(std::ceil(200e-6 / std::max(*one, 1e-7)), 1.0, 64.0));
+  for (Side& sd : st) {
+    for (int i = 0; i < std::max(o.warmup, nsets); ++i) MXVAL_RETURN_IF_ERROR(launch(sd));
+    MXVAL_RETURN_IF_ERROR(rt_.Synchronize());
+    sd.L = o.launches_per_sample;
+    if (sd.L <= 0) {
+      MXVAL_RETURN_IF_ERROR(rt_.Record(ev.a));
+      MXVAL_RETURN_IF_ERROR(launch(sd));
+      MXVAL_RETURN_IF_ERROR(rt_.Record(ev.b));
+      auto one = rt_.ElapsedSeconds(ev.a, ev.b);
+      if (!one.ok()) return one.status();
+      sd.L = static_cast<int>(std::clamp(std::ceil(200e-6 / std::max(*one, 1e-7)), 1.0, 64.0));
+    }
+    if (o.use_graph) {
+      auto g = rt_.Capture([&]() -> absl::Status {
+        for (int i = 0; i < sd.L; ++i) MXVAL_RETURN_IF_ERROR(launch(sd));
+        return absl::OkStatus();
+      });
+      if (g.ok()) sd.graph = std::move(*g);
+    }
   }
-  t.launches_per_sample = L;
-  auto body = [&]() -> absl::Status {
-    for (int i = 0; i < L; ++i) MXVAL_RETURN_IF_ERROR(launch());
-    return absl::OkStatus();
-  };
-  std::unique_ptr<DeviceGraph> graph;
-  if (o.use_graph) {
-    auto g = rt_.Capture(body);
-    if (g.ok()) graph = std::move(*g);
+  std::vector<DeviceTiming> out(st.size());
+  for (size_t i = 0; i < st.size(); ++i) {
+    out[i].buffer_sets = nsets;
+    out[i].launches_per_sample = st[i].L;
+    out[i].graph = st[i].graph != nullptr;
   }
-  t.graph = graph != nullptr;
+  // Sample s visits the sides forward when s is even and backward when it is
+  // odd (A B, B A, A B, ...), so neither side is always the one that runs
+  // right after the other: drift and the board's power cap fall on both.
+  const int n = static_cast<int>(st.size());
   for (int s = 0; s < std::max(1, o.samples); ++s) {
-    MXVAL_RETURN_IF_ERROR(rt_.Record(ev.a));
-    MXVAL_RETURN_IF_ERROR(graph ? graph->Launch() : body());
-    MXVAL_RETURN_IF_ERROR(rt_.Record(ev.b));
-    auto dt = rt_.ElapsedSeconds(ev.a, ev.b);
-    if (!dt.ok()) return dt.status();
-    t.per_launch_seconds.push_back(*dt / L);
+    for (int j = 0; j < n; ++j) {
+      const int i = s % 2 == 0 ? j : n - 1 - j;
+      Side& sd = st[i];
+      MXVAL_RETURN_IF_ERROR(rt_.Record(ev.a));
+      if (sd.graph) {
+        MXVAL_RETURN_IF_ERROR(sd.graph->Launch());
+      } else {
+        for (int l = 0; l < sd.L; ++l) MXVAL_RETURN_IF_ERROR(launch(sd));
+      }
+      MXVAL_RETURN_IF_ERROR(rt_.Record(ev.b));
+      auto dt = rt_.ElapsedSeconds(ev.a, ev.b);
+      if (!dt.ok()) return dt.status();
+      out[i].per_launch_seconds.push_back(*dt / sd.L);
+    }
   }
   MXVAL_RETURN_IF_ERROR(rt_.Synchronize());
-  t.median_s = Percentile(t.per_launch_seconds, 0.5);
-  t.p10_s = Percentile(t.per_launch_seconds, 0.1);
-  t.p90_s = Percentile(t.per_launch_seconds, 0.9);
-  return t;
+  for (DeviceTiming& t : out) {
+    t.median_s = Percentile(t.per_launch_seconds, 0.5);
+    t.p10_s = Percentile(t.per_launch_seconds, 0.1);
+    t.p90_s = Percentile(t.per_launch_seconds, 0.9);
+  }
+  return out;
 }
 
 }  // namespace mxval

@@ -19,6 +19,12 @@
 // each launch on the next of several rotating copies of x, w, scales, y and
 // the workspace whose total exceeds the device's L2 so cache residency does
 // not flatter the numbers. Reports per-launch median / p10 / p90.
+// TimeInterleaved() times several kernels on the same buffers with their
+// samples interleaved (A B, B A, A B, ...): a baseline and a candidate are
+// compared under the same conditions. Timed one after the other, the second
+// can inherit what the first left behind; on the H200 a large-M window timed
+// right after another ran under the board's power cap at 1500 MHz where the
+// first had run at 1980 (BENCHMARKS.md, "Clocks beside every timing").
 #ifndef MXVAL_VALIDATION_DEVICE_CASE_H_
 #define MXVAL_VALIDATION_DEVICE_CASE_H_
 
@@ -40,6 +46,13 @@ struct TimingOptions {
   int64_t rotate_bytes = 0;     // 0: 3x the device's L2 (at least one set)
   int64_t max_rotate_bytes = int64_t{2} << 30;
   int max_sets = 32;
+};
+
+// One kernel to time: TimeInterleaved() takes several.
+struct TimedKernel {
+  const mxval_kernel* kernel = nullptr;
+  TileConfig config;
+  uint32_t launch_flags = 0;
 };
 
 struct DeviceTiming {
@@ -65,6 +78,15 @@ class DeviceCase {
   // each launch may overlap the tail of the one before).
   absl::StatusOr<DeviceTiming> Time(const mxval_kernel* kernel, const TileConfig& config,
                                     const TimingOptions& options, uint32_t launch_flags = 0);
+
+  // Times each of `sides` as Time() does (same rotating buffer sets, each
+  // side its own warm-up, launches per sample and graph), with the samples
+  // interleaved: sample s runs the sides in order when s is even and in
+  // reverse when it is odd. One DeviceTiming per side, in `sides`' order.
+  // Errors as Time(), for whichever side fails first; INVALID_ARGUMENT when
+  // `sides` is empty.
+  absl::StatusOr<std::vector<DeviceTiming>> TimeInterleaved(const std::vector<TimedKernel>& sides,
+                                                            const TimingOptions& options);
 
   // The flags a run of `kernel` gets when `requested` are asked for.
   static uint32_t EffectiveFlags(const mxval_kernel* kernel, uint32_t requested) {

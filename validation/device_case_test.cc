@@ -3,6 +3,7 @@
 #include "validation/device_case.h"
 
 #include <cstring>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernel_library.h"
@@ -180,6 +181,65 @@ TEST(DeviceCase, TimingRotatesBuffersAndReportsEverySample) {
   auto again = CheckKernel(d, (*dc)->Kernel(CpuKernel(), kConfig), CheckOptions{});
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->accuracy.verdict, reference::Verdict::kPass);
+}
+
+std::string g_order;
+int32_t RunA(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  g_order += 'A';
+  return CpuKernel()->run(a, c, err, len);
+}
+int32_t RunB(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  g_order += 'B';
+  return CpuKernel()->run(a, c, err, len);
+}
+
+// A baseline and a candidate timed together: each warms up on its own, then
+// the samples alternate A B, B A, A B, B A, so neither side always runs right
+// after the other (the order is checked, not the times).
+TEST(DeviceCase, InterleavedTimingAlternatesTheSidesSampleBySample) {
+  auto rt = NewHostRuntime();
+  ASSERT_TRUE(rt->SetDevice(0).ok());
+  CaseData d = MakeCase();
+  auto dc = DeviceCase::Upload(*rt, d);
+  ASSERT_TRUE(dc.ok());
+  const mxval_kernel a = Variant(RunA), b = Variant(RunB);
+  TimingOptions o;
+  o.warmup = 1;
+  o.samples = 4;
+  o.launches_per_sample = 2;
+  o.rotate_bytes = 1;  // one buffer set
+  g_order.clear();
+  auto t = (*dc)->TimeInterleaved({{&a, kConfig, 0}, {&b, kConfig, 0}}, o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(g_order, "AB" "AABB" "BBAA" "AABB" "BBAA");
+  ASSERT_EQ(t->size(), 2u);
+  for (const DeviceTiming& side : *t) {
+    EXPECT_EQ(side.per_launch_seconds.size(), 4u);
+    EXPECT_EQ(side.launches_per_sample, 2);
+    EXPECT_EQ(side.buffer_sets, 1);
+    EXPECT_GT(side.median_s, 0);
+  }
+  // Time() is the one-side case of the same harness.
+  g_order.clear();
+  auto one = (*dc)->Time(&a, kConfig, o);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(g_order, "A" "AAAAAAAA");
+  EXPECT_EQ(one->per_launch_seconds.size(), 4u);
+}
+
+TEST(DeviceCase, InterleavedTimingRefusesBadInput) {
+  auto rt = NewHostRuntime();
+  CaseData d = MakeCase();
+  auto dc = DeviceCase::Upload(*rt, d);
+  ASSERT_TRUE(dc.ok());
+  EXPECT_EQ((*dc)->TimeInterleaved({}, TimingOptions{}).status().code(), absl::StatusCode::kInvalidArgument);
+  TileConfig bad = kConfig;
+  bad.block_k = 48;
+  const mxval_kernel a = Variant(RunA);
+  g_order.clear();
+  EXPECT_EQ((*dc)->TimeInterleaved({{&a, kConfig, 0}, {&a, bad, 0}}, TimingOptions{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(g_order, "");  // refused before anything ran
 }
 
 TEST(DeviceCase, TimingRefusesAConfigTheKernelCannotRun) {

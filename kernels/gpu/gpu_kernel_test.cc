@@ -319,6 +319,24 @@ TEST_F(GpuKernels, TimingHarnessCapturesGraphsAndRotatesBuffers) {
              static_cast<long long>(M), graph ? "graph" : "eager", t->buffer_sets, t->launches_per_sample,
              t->median_s * 1e6, t->p10_s * 1e6, t->p90_s * 1e6);
     }
+    // A baseline and a candidate timed together (the worker's path): both
+    // graphs captured on the shared buffer sets, every sample on both sides.
+    auto rs = Library()->Find("a16wfp4_wgmma_rs");
+    ASSERT_TRUE(rs.ok());
+    const TileConfig rc{.block_m = 128, .block_n = 64, .block_k = 64, .ksplit = 1, .num_stages = 8, .num_warps = 5};
+    TimingOptions o;
+    o.samples = 6;
+    auto both = (*mirror)->TimeInterleaved({{*k, c, 0}, {*rs, rc, 0}}, o);
+    ASSERT_TRUE(both.ok()) << both.status();
+    ASSERT_EQ(both->size(), 2u);
+    for (const DeviceTiming& t : *both) {
+      EXPECT_TRUE(t.graph);
+      EXPECT_GT(t.buffer_sets, 1);
+      EXPECT_EQ(t.per_launch_seconds.size(), 6u);
+      EXPECT_GT(t.median_s, 0);
+    }
+    printf("interleaved M=%-5lld a16wfp4_tc %.2f us, a16wfp4_wgmma_rs %.2f us\n", static_cast<long long>(M),
+           (*both)[0].median_s * 1e6, (*both)[1].median_s * 1e6);
     // Still correct after the timed launches (the mirrors were not disturbed).
     auto r = CheckKernel(*d, (*mirror)->Kernel(*k, c), CheckOptions{});
     ASSERT_TRUE(r.ok());

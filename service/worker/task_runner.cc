@@ -80,10 +80,87 @@ struct DeviceState {
   std::string fault;
 };
 
-// One side (baseline or candidate) of a task.
+// A device side whose accuracy check ran: what TimeSides() times.
+struct PendingTiming {
+  const mxval_kernel* kernel = nullptr;
+  TileConfig tile;
+  uint32_t flags = 0;
+  int repetitions = 1;
+  v1::KernelRun* out = nullptr;
+};
+
+void FillRates(const CaseData& data, v1::Timing* t) {
+  const GemmShape& s = data.spec.shape;
+  const double bytes = s.B * s.M * s.K * 2.0 + s.B * s.N * (s.K / 2.0 + s.K / 32.0) + s.B * s.M * s.N * 2.0;
+  t->set_tflops(s.Flops() / (t->median_us() * 1e-6) * 1e-12);
+  t->set_gbps(bytes / (t->median_us() * 1e-6) * 1e-9);
+}
+
+void SetTiming(const CaseData& data, const DeviceTiming& timing, v1::KernelRun* out) {
+  v1::Timing* t = out->mutable_timing();
+  t->set_median_us(timing.median_s * 1e6);
+  t->set_p10_us(timing.p10_s * 1e6);
+  t->set_p90_us(timing.p90_s * 1e6);
+  FillRates(data, t);
+}
+
+// Times one side alone. A failure to time is reported beside the accuracy,
+// which stands; a device fault also marks the side as an error.
+void TimeOneSide(const CaseData& data, DeviceState& dev, const PendingTiming& p) {
+  TimingOptions to = dev.timing;
+  to.samples = std::max(to.samples, p.repetitions);
+  auto timing = dev.mirror->Time(p.kernel, p.tile, to, p.flags);
+  if (!timing.ok()) {
+    v1::KernelRun* out = p.out;
+    out->mutable_accuracy()->set_reason(absl::StrCat(out->accuracy().reason(),
+                                                     out->accuracy().reason().empty() ? "" : "; ",
+                                                     "timing failed: ", timing.status().message()));
+    if (timing.status().code() == absl::StatusCode::kInternal) {
+      dev.fault = std::string(timing.status().message());
+      SetError(out, absl::StrCat("device fault: ", out->accuracy().reason()));
+    }
+    return;
+  }
+  SetTiming(data, *timing, p.out);
+}
+
+// Times the device sides of a task. Both sides together have their samples
+// interleaved (DeviceCase::TimeInterleaved), so a candidate is never the one
+// that always runs after the baseline: timed one after the other on the
+// H200, the second side of a large-M task could run under the power cap the
+// first ran into. If timing them together fails, each is timed alone, so a
+// failure is reported on the side it belongs to.
+void TimeSides(const CaseData& data, DeviceState& dev, const std::vector<PendingTiming>& sides) {
+  if (sides.size() == 2 && dev.fault.empty()) {
+    TimingOptions to = dev.timing;
+    to.samples = std::max({to.samples, sides[0].repetitions, sides[1].repetitions});
+    auto both = dev.mirror->TimeInterleaved(
+        {TimedKernel{sides[0].kernel, sides[0].tile, sides[0].flags}, TimedKernel{sides[1].kernel, sides[1].tile, sides[1].flags}},
+        to);
+    if (both.ok()) {
+      for (size_t i = 0; i < 2; ++i) SetTiming(data, (*both)[i], sides[i].out);
+      return;
+    }
+  }
+  for (const PendingTiming& p : sides) {
+    if (!dev.fault.empty()) {
+      // Its accuracy check ran before the fault and stands.
+      v1::KernelRun* out = p.out;
+      out->mutable_accuracy()->set_reason(absl::StrCat(out->accuracy().reason(),
+                                                       out->accuracy().reason().empty() ? "" : "; ",
+                                                       "not timed: the device faulted in this task (", dev.fault, ")"));
+      continue;
+    }
+    TimeOneSide(data, dev, p);
+  }
+}
+
+// One side (baseline or candidate) of a task: the accuracy check, and for a
+// host kernel its timing. A device side that ran is added to `pending`, to be
+// timed with the other side by TimeSides().
 void RunSide(const CaseData& data, const ReferenceOutput& reference, const CheckOptions& co, const v1::KernelRef& ref,
              const v1::TileConfig& config, const std::string& entry, v1::LaunchMode launch, KernelResolver& kernels,
-             DeviceState& dev, v1::KernelRun* out) {
+             DeviceState& dev, v1::KernelRun* out, std::vector<PendingTiming>* pending) {
   *out->mutable_kernel() = ref;
   out->set_launch(v1::LAUNCH_MODE_PLAIN);
   out->set_dispatch_entry(entry);
@@ -104,6 +181,7 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
     t->set_median_us(Pct(r->kernel_times, 0.5) * 1e6);
     t->set_p10_us(Pct(r->kernel_times, 0.1) * 1e6);
     t->set_p90_us(Pct(r->kernel_times, 0.9) * 1e6);
+    FillRates(data, t);
   } else {
     if (dev.runtime == nullptr || dev.runtime->kernel_device() != kdev) {
       return SetError(out, absl::StrCat("kernel '", (*kernel)->name, "' needs a ", DeviceName(kdev),
@@ -138,28 +216,8 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
           " (launched with PDL right after a kernel that writes x late and poisons y again: reading x or writing y "
           "before griddepcontrol.wait fails here)"));
     }
-    TimingOptions to = dev.timing;
-    to.samples = std::max(to.samples, co.repetitions);
-    auto timing = dev.mirror->Time(*kernel, tile, to, flags);
-    if (!timing.ok()) {
-      // Accuracy stands; the failure to time is reported next to it.
-      out->mutable_accuracy()->set_reason(
-          absl::StrCat(out->accuracy().reason(), out->accuracy().reason().empty() ? "" : "; ",
-                       "timing failed: ", timing.status().message()));
-      if (timing.status().code() == absl::StatusCode::kInternal) {
-        dev.fault = std::string(timing.status().message());
-        SetError(out, absl::StrCat("device fault: ", out->accuracy().reason()));
-      }
-      return;
-    }
-    t->set_median_us(timing->median_s * 1e6);
-    t->set_p10_us(timing->p10_s * 1e6);
-    t->set_p90_us(timing->p90_s * 1e6);
+    pending->push_back(PendingTiming{*kernel, tile, flags, co.repetitions, out});
   }
-  const GemmShape& s = data.spec.shape;
-  const double bytes = s.B * s.M * s.K * 2.0 + s.B * s.N * (s.K / 2.0 + s.K / 32.0) + s.B * s.M * s.N * 2.0;
-  t->set_tflops(s.Flops() / (t->median_us() * 1e-6) * 1e-12);
-  t->set_gbps(bytes / (t->median_us() * 1e-6) * 1e-9);
 }
 
 }  // namespace
@@ -236,11 +294,13 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
   auto reference = ComputeReference(*data, co);
   if (!reference.ok()) return reference.status();
   DeviceState dev{o.runtime, o.device_timing, nullptr, ""};
+  std::vector<PendingTiming> pending;
   RunSide(*data, *reference, co, task.baseline_kernel(), task.baseline_config(), task.baseline_entry(), task.launch(),
-          kernels, dev, result.mutable_baseline());
+          kernels, dev, result.mutable_baseline(), &pending);
   RunSide(*data, *reference, co, task.candidate_kernel(), task.candidate_config(), task.candidate_entry(),
           task.candidate_launch() == v1::LAUNCH_MODE_UNSPECIFIED ? task.launch() : task.candidate_launch(), kernels, dev,
-          result.mutable_candidate());
+          result.mutable_candidate(), &pending);
+  TimeSides(*data, dev, pending);
   return result;
 }
 
