@@ -23,6 +23,9 @@
    launched in clusters of two (MXVAL_RS_CLUSTER=2), next to the shipped
    library, same process; the computing variants checked against fp32 first.
 
+Every timed window records its clocks and starts off the board's power cap, as
+in gpu_bench.py (--no-clocks / --no-settle turn that off).
+
 Usage: python3 bench/probe_bounds.py --lib build-gpu/lib/libmxval_cuda_kernels.so
        python3 bench/probe_bounds.py --lib ... --probe-lib .../libmxval_stream_probe.so --parts stream
 """
@@ -46,7 +49,10 @@ def main():
     ap.add_argument("--ms", default="4096,8192,16384", help="M values of --parts stream and ablate")
     ap.add_argument("--ablation-lib", help="the library of scripts/build_rs_ablation.sh (needed by --parts ablate)")
     ap.add_argument("--out", help="--parts stream / ablate: also write the rows as JSON here")
+    ap.add_argument("--no-clocks", action="store_true", help="do not sample the SM clock (gpu_bench.py's --no-clocks)")
+    ap.add_argument("--no-settle", action="store_true", help="time windows back to back (gpu_bench.py's --no-settle)")
     args = ap.parse_args()
+    gb.open_clocks(args.no_clocks, not args.no_settle)
     parts = args.parts.split(",")
     _lib, kernels = gb.load_kernels(args.lib)
     if "stream" in parts:
