@@ -73,7 +73,7 @@ def main():
                          "B_over_A": statistics.median(times["B"]) / statistics.median(times["A"])})
             print("%-14s %5d %-30s %s   B/A %.3f" % ("%s/%s" % (preset, op), M, "%s %s" % (kname[8:], cfg),
                   "  ".join("%6.2f %6.2f" % (a, b) for a, b in zip(times["A"], times["B"])), rows[-1]["B_over_A"]))
-            if any(c and (c["reasons"] or c["sm_mhz"]["max"] - c["sm_mhz"]["min"] >= 30) for c in clocks["A"] + clocks["B"]):
+            if any(c and (c["reasons"] or gpu_clocks.moved(c)) for c in clocks["A"] + clocks["B"]):
                 print("%-14s %5s   clk MHz %s" % ("", "", "  ".join(
                     "A%d %s  B%d %s" % (i, gpu_clocks.short(a), i, gpu_clocks.short(b))
                     for i, (a, b) in enumerate(zip(clocks["A"], clocks["B"])))))

@@ -35,6 +35,7 @@ machine) `ClockSampler.open()` returns None and callers skip it.
 import ctypes as C
 import statistics
 import threading
+import time
 
 # nvmlClocksEventReasons (nvml.h); 0x1, GPU idle, is dropped from summaries:
 # between timed replays the GPU is briefly idle, and that says nothing.
@@ -76,12 +77,18 @@ def summarize(samples):
             "reasons": bits, "flags": reason_names(bits), "samples": len(samples)}
 
 
+def moved(summary):
+    """Whether the window's SM clock moved by 30 MHz or more."""
+    c = summary["sm_mhz"]
+    return c["max"] - c["min"] >= 30
+
+
 def short(summary):
     """'1980' when nothing slowed the clock, '1020-1965 pwr' when it moved and why."""
     if not summary:
         return "-"
     c = summary["sm_mhz"]
-    text = "%d" % c["median"] if c["max"] - c["min"] < 30 else "%d-%d" % (c["min"], c["max"])
+    text = "%d-%d" % (c["min"], c["max"]) if moved(summary) else "%d" % c["median"]
     tags = {"sw_power_cap": "pwr", "hw_slowdown": "hwslow", "sw_thermal": "therm", "hw_thermal": "hwtherm",
             "hw_power_brake": "brake"}
     flags = [tags[f] for f in summary["flags"] if f in tags]
@@ -124,12 +131,11 @@ class ClockSampler:
     def __init__(self, reader, interval=0.005, power_limit_mw=None, sleep=None):
         self.read, self.interval = reader, interval
         self.power_limit_mw = power_limit_mw
-        self._sleep = sleep or (lambda s: threading.Event().wait(s))
+        self._sleep = sleep or time.sleep
         self._lock = threading.Lock()
         self._samples = None  # a list while a window is open
         self._wake = threading.Event()
-        self._stop = False
-        self._halt = threading.Event()  # set by close(); interrupts the sleep between reads
+        self._halt = threading.Event()  # set by close(): stops the thread, also mid-sleep
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -176,14 +182,13 @@ class ClockSampler:
                 self._samples.append(s)
 
     def _run(self):
-        while not self._stop:
+        while not self._halt.is_set():
             self._wake.wait()
-            while not self._stop and self._samples is not None:
+            while not self._halt.is_set() and self._samples is not None:
                 self._take()
                 self._halt.wait(self.interval)
 
     def close(self):
-        self._stop = True
         self._halt.set()
         self._wake.set()
         self._thread.join(timeout=1)

@@ -134,11 +134,10 @@ absl::StatusOr<DeviceTiming> DeviceCase::Time(const mxval_kernel* kernel, const 
 absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std::vector<TimedKernel>& sides,
                                                                       const TimingOptions& o) {
   if (sides.empty()) return absl::InvalidArgumentError("TimeInterleaved: no kernels to time");
-  // Per side: its effective flags, workspace, launch cursor, launches per sample and graph.
+  // Per side: its effective flags, launch cursor, launches per sample and graph.
   struct Side {
     const TimedKernel* k;
     uint32_t flags = 0;
-    size_t ws = 0;
     int next = 0;
     int L = 1;
     std::unique_ptr<DeviceGraph> graph;
@@ -153,8 +152,7 @@ absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std:
     probe.launch_flags = sd.flags;
     MXVAL_RETURN_IF_ERROR(CanImplement(*sd.k->kernel, probe, sd.k->config));
     const mxval_tile_config c = ToAbi(sd.k->config);
-    sd.ws = sd.k->kernel->workspace_size(&probe, &c);
-    ws_max = std::max(ws_max, sd.ws);
+    ws_max = std::max(ws_max, sd.k->kernel->workspace_size(&probe, &c));
   }
   const int64_t set_bytes = static_cast<int64_t>(sets_[0].x.bytes() + sets_[0].packed.bytes() +
                                                  sets_[0].scales.bytes() + sets_[0].y.bytes() + ws_max);
@@ -178,6 +176,10 @@ absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std:
     a.launch_flags = sd.flags;
     return Run(*sd.k->kernel, a, sd.k->config);
   };
+  auto body = [&](Side& sd) -> absl::Status {  // one sample's launches
+    for (int i = 0; i < sd.L; ++i) MXVAL_RETURN_IF_ERROR(launch(sd));
+    return absl::OkStatus();
+  };
   EventPair ev(rt_);
   MXVAL_RETURN_IF_ERROR(ev.Create());
   for (Side& sd : st) {
@@ -193,10 +195,7 @@ absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std:
       sd.L = static_cast<int>(std::clamp(std::ceil(200e-6 / std::max(*one, 1e-7)), 1.0, 64.0));
     }
     if (o.use_graph) {
-      auto g = rt_.Capture([&]() -> absl::Status {
-        for (int i = 0; i < sd.L; ++i) MXVAL_RETURN_IF_ERROR(launch(sd));
-        return absl::OkStatus();
-      });
+      auto g = rt_.Capture([&]() { return body(sd); });
       if (g.ok()) sd.graph = std::move(*g);
     }
   }
@@ -215,11 +214,7 @@ absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std:
       const int i = s % 2 == 0 ? j : n - 1 - j;
       Side& sd = st[i];
       MXVAL_RETURN_IF_ERROR(rt_.Record(ev.a));
-      if (sd.graph) {
-        MXVAL_RETURN_IF_ERROR(sd.graph->Launch());
-      } else {
-        for (int l = 0; l < sd.L; ++l) MXVAL_RETURN_IF_ERROR(launch(sd));
-      }
+      MXVAL_RETURN_IF_ERROR(sd.graph ? sd.graph->Launch() : body(sd));
       MXVAL_RETURN_IF_ERROR(rt_.Record(ev.b));
       auto dt = rt_.ElapsedSeconds(ev.a, ev.b);
       if (!dt.ok()) return dt.status();

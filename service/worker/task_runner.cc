@@ -104,23 +104,28 @@ void SetTiming(const CaseData& data, const DeviceTiming& timing, v1::KernelRun* 
   FillRates(data, t);
 }
 
-// Times one side alone. A failure to time is reported beside the accuracy,
-// which stands; a device fault also marks the side as an error.
+// Adds `note` to the side's accuracy reason (the verdict stands).
+void AppendReason(v1::KernelRun* out, absl::string_view note) {
+  out->mutable_accuracy()->set_reason(
+      absl::StrCat(out->accuracy().reason(), out->accuracy().reason().empty() ? "" : "; ", note));
+}
+
+// A failure to time is reported beside the accuracy, which stands; a device
+// fault (INTERNAL) also marks the side as an error.
+void TimingFailed(DeviceState& dev, const absl::Status& st, absl::string_view what, v1::KernelRun* out) {
+  AppendReason(out, absl::StrCat(what, ": ", st.message()));
+  if (st.code() == absl::StatusCode::kInternal) {
+    dev.fault = std::string(st.message());
+    SetError(out, absl::StrCat("device fault: ", out->accuracy().reason()));
+  }
+}
+
+// Times one side alone.
 void TimeOneSide(const CaseData& data, DeviceState& dev, const PendingTiming& p) {
   TimingOptions to = dev.timing;
   to.samples = std::max(to.samples, p.repetitions);
   auto timing = dev.mirror->Time(p.kernel, p.tile, to, p.flags);
-  if (!timing.ok()) {
-    v1::KernelRun* out = p.out;
-    out->mutable_accuracy()->set_reason(absl::StrCat(out->accuracy().reason(),
-                                                     out->accuracy().reason().empty() ? "" : "; ",
-                                                     "timing failed: ", timing.status().message()));
-    if (timing.status().code() == absl::StatusCode::kInternal) {
-      dev.fault = std::string(timing.status().message());
-      SetError(out, absl::StrCat("device fault: ", out->accuracy().reason()));
-    }
-    return;
-  }
+  if (!timing.ok()) return TimingFailed(dev, timing.status(), "timing failed", p.out);
   SetTiming(data, *timing, p.out);
 }
 
@@ -128,8 +133,9 @@ void TimeOneSide(const CaseData& data, DeviceState& dev, const PendingTiming& p)
 // interleaved (DeviceCase::TimeInterleaved), so a candidate is never the one
 // that always runs after the baseline: timed one after the other on the
 // H200, the second side of a large-M task could run under the power cap the
-// first ran into. If timing them together fails, each is timed alone, so a
-// failure is reported on the side it belongs to.
+// first ran into. If timing them together is refused, each is timed alone,
+// so the refusal is reported on the side it belongs to. A device fault while
+// both were timed cannot be pinned on one side: both are marked with it.
 void TimeSides(const CaseData& data, DeviceState& dev, const std::vector<PendingTiming>& sides) {
   if (sides.size() == 2 && dev.fault.empty()) {
     TimingOptions to = dev.timing;
@@ -141,14 +147,15 @@ void TimeSides(const CaseData& data, DeviceState& dev, const std::vector<Pending
       for (size_t i = 0; i < 2; ++i) SetTiming(data, (*both)[i], sides[i].out);
       return;
     }
+    if (both.status().code() == absl::StatusCode::kInternal) {
+      for (const PendingTiming& p : sides)
+        TimingFailed(dev, both.status(), "timing failed while both sides were timed together", p.out);
+      return;
+    }
   }
   for (const PendingTiming& p : sides) {
-    if (!dev.fault.empty()) {
-      // Its accuracy check ran before the fault and stands.
-      v1::KernelRun* out = p.out;
-      out->mutable_accuracy()->set_reason(absl::StrCat(out->accuracy().reason(),
-                                                       out->accuracy().reason().empty() ? "" : "; ",
-                                                       "not timed: the device faulted in this task (", dev.fault, ")"));
+    if (!dev.fault.empty()) {  // its accuracy check ran before the fault and stands
+      AppendReason(p.out, absl::StrCat("not timed: the device faulted in this task (", dev.fault, ")"));
       continue;
     }
     TimeOneSide(data, dev, p);
