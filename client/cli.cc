@@ -1,9 +1,11 @@
 #include "client/cli.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -341,6 +343,25 @@ int RunTaskChild(const std::vector<std::string>& args, std::ostream& out, std::o
   worker::TaskRunnerOptions o;
   o.threads = static_cast<int>(threads);
   o.runtime = runtime.get();
+  // Every device timing records the SM clock it ran at (and waits for the
+  // board to come off its power cap first) where the clocks can be read.
+  // The worker's environment reaches this child: MXVAL_CLOCKS=off turns the
+  // reader off, MXVAL_CLOCK_POLL_MS (1-1000, default 5) sets how often the
+  // clock is read while the samples run.
+  std::unique_ptr<ClockReader> clocks;
+  if (runtime != nullptr) {
+    const char* off = std::getenv("MXVAL_CLOCKS");
+    if (off != nullptr && std::string(off) == "off") {
+      o.device_timing.no_clock_note = "clock reading turned off (MXVAL_CLOCKS=off)";
+    } else {
+      clocks = worker::OpenDeviceClocks(*runtime, static_cast<int>(device), &o.device_timing.no_clock_note);
+      o.device_timing.clocks = clocks.get();
+    }
+    int poll_ms = 0;
+    if (const char* p = std::getenv("MXVAL_CLOCK_POLL_MS"); p != nullptr && absl::SimpleAtoi(p, &poll_ms)) {
+      o.device_timing.clock_poll = absl::Milliseconds(std::clamp(poll_ms, 1, 1000));
+    }
+  }
   auto result = worker::RunTask(task, kernels, o);
   if (!result.ok()) return Fail(err, "__run-task", result.status());
   if (!result->SerializeToOstream(&out)) return Fail(err, "__run-task", absl::InternalError("cannot write stdout"));

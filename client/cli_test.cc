@@ -13,6 +13,8 @@
 #include "common/tensor_io.h"
 #include "gtest/gtest.h"
 #include "kernels/mxfp4/mxfp4.h"
+#include "kernels/runtime/device_clocks.h"
+#include "kernels/runtime/device_clocks.h"
 #include "nlohmann/json.hpp"
 
 namespace mxval {
@@ -316,6 +318,75 @@ TEST(Report, MarkdownSeparatesChangedRowsFromTheJobsTimingSpread) {
   v1::Job changed_only;
   *changed_only.add_results() = job.results(2);
   EXPECT_EQ(FormatReport(changed_only, "markdown").find("run-to-run spread"), std::string::npos);
+}
+
+// Rows whose timing window saw the SM clock move (or a power / thermal
+// slowdown) are marked in the table and counted in a clock line. Where the
+// sides were timed interleaved in one window both saw the same clocks and
+// the delta stands; where they were timed apart the row is left out of the
+// spread and of the changed rows (its delta measures the clock).
+TEST(Report, RowsTimedWhileTheClockMovedAreMarked) {
+  v1::Job job;
+  job.set_job_id("job-11");
+  job.set_state(v1::JOB_STATE_DONE);
+  auto add = [&](int64_t m, int cand_warps, double base_us, double cand_us, int lo, int hi, uint64_t reasons,
+                 bool interleaved) {
+    v1::TaskResult* r = job.add_results();
+    r->set_m(m);
+    r->set_arch("sm_90a");
+    r->mutable_shape()->set_op(v1::OP_KUP);
+    r->mutable_shape()->set_b(16), r->mutable_shape()->set_n(512), r->mutable_shape()->set_k(128);
+    for (auto [run, warps, us] : {std::tuple{r->mutable_baseline(), 5, base_us},
+                                  std::tuple{r->mutable_candidate(), cand_warps, cand_us}}) {
+      run->mutable_kernel()->set_kernel("a16wfp4_wgmma_rs");
+      run->mutable_config()->set_block_m(128), run->mutable_config()->set_num_warps(warps);
+      run->mutable_timing()->set_median_us(us);
+      run->mutable_timing()->set_interleaved(interleaved);
+      run->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+      v1::ClockWindow* c = run->mutable_timing()->mutable_clock();
+      c->set_source("nvml"), c->set_samples(4), c->set_sm_mhz_min(lo), c->set_sm_mhz_max(hi),
+          c->set_sm_mhz_median(hi), c->set_settled(true);
+      ClockSummary cs;
+      cs.samples = 4, cs.sm_mhz_min = lo, cs.sm_mhz_max = hi, cs.reasons = reasons;
+      c->set_disturbed(cs.Disturbed());
+      c->set_event_reasons(reasons);
+      for (const std::string& n : ClockReasonNames(reasons)) c->add_reasons(n);
+    }
+  };
+  add(64, 5, 3.0, 3.03, 1980, 1980, 0, true);            // same config, steady: +1.0%
+  add(2048, 5, 20.0, 19.9, 1600, 1980, 0x4, true);       // same config, capped, interleaved: -0.5% (counts)
+  add(4096, 5, 28.0, 33.6, 1500, 1980, 0x4, false);      // same config, capped, apart: +20% (left out)
+  add(8192, 12, 52.0, 49.4, 1980, 1980, 0, true);        // changed, steady: -5.0%
+  add(16384, 12, 100.0, 90.0, 1515, 1965, 0x4, false);   // changed, capped, apart: -10% (left out)
+  const std::string md = FormatReport(job, "markdown");
+  EXPECT_NE(md.find("| +20.0% (same config) (clock moved: 1500-1980 MHz, sw\\_power\\_cap; sides timed apart) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| -0.5% (same config) (clock moved: 1600-1980 MHz, sw\\_power\\_cap; sides interleaved) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| -5.0% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("SM clock over the 5 timed tasks: 1500-1980 MHz; 3 tasks were timed while it moved"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("interleaved in one window (1) both saw the same clocks and the delta stands; 2 tasks timed the "
+                    "sides apart: those deltas are not evidence either way"),
+            std::string::npos)
+      << md;
+  // The spread: the steady row and the interleaved capped one.
+  EXPECT_NE(md.find("2 rows run the same kernel and config on both sides; their delta, -0.5% to +1.0%"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("Of the 1 row whose config changed, 1 moved outside it (kup B=16 N=512 K=128 M=8192 sm\\_90a -5.0%)"),
+            std::string::npos)
+      << md;
+  const std::string text = FormatReport(job, "table");
+  EXPECT_NE(text.find("(clock moved: 1515-1965 MHz, sw_power_cap; sides timed apart)"), std::string::npos) << text;
+  // No clock read anywhere: no clock line.
+  for (v1::TaskResult& r : *job.mutable_results()) {
+    r.mutable_baseline()->mutable_timing()->clear_clock();
+    r.mutable_candidate()->mutable_timing()->clear_clock();
+  }
+  EXPECT_EQ(FormatReport(job, "markdown").find("SM clock"), std::string::npos);
 }
 
 // A launch=pdl job: the header says so, cells mark the sides that ran with

@@ -80,6 +80,72 @@ bool SameKernelAndConfig(const v1::TaskResult& r) {
          r.baseline().launch() == r.candidate().launch();
 }
 
+// The task's timing window if its clock was disturbed (the SM clock moved,
+// a power or thermal slowdown was set, or the board never came off its cap
+// before the samples), else null. Baseline and candidate timed together share
+// one window; either side's counts.
+const v1::ClockWindow* DisturbedClock(const v1::TaskResult& r) {
+  for (const v1::KernelRun* run : {&r.baseline(), &r.candidate()})
+    if (run->timing().clock().disturbed()) return &run->timing().clock();
+  return nullptr;
+}
+
+// Whether both sides were timed in one window with their samples
+// alternating: then both saw the same clocks and their delta holds even
+// where the clock moved.
+bool Interleaved(const v1::TaskResult& r) {
+  return r.baseline().timing().interleaved() && r.candidate().timing().interleaved();
+}
+
+// A task whose delta says nothing: timed while the clock moved, with the
+// sides timed apart.
+bool DeltaUnfair(const v1::TaskResult& r) { return DisturbedClock(r) != nullptr && !Interleaved(r); }
+
+// "clock moved: 1500-1980 MHz, sw_power_cap; sides interleaved".
+std::string ClockNote(const v1::TaskResult& r) {
+  const v1::ClockWindow& c = *DisturbedClock(r);
+  std::string out = absl::StrCat("clock moved: ", c.sm_mhz_min(), "-", c.sm_mhz_max(), " MHz");
+  for (const std::string& reason : c.reasons()) absl::StrAppend(&out, ", ", reason);
+  if (!c.settled()) absl::StrAppend(&out, ", board still capped after ", absl::StrFormat("%.1f", c.settle_s()), " s");
+  absl::StrAppend(&out, Interleaved(r) ? "; sides interleaved" : "; sides timed apart");
+  return out;
+}
+
+// One line on the clocks of the job's timed windows: their range, and how
+// many were disturbed (those rows' deltas are not evidence). Empty when no
+// window had its clock read.
+std::string ClockSummaryMarkdown(const v1::Job& job) {
+  int read = 0, disturbed = 0, unfair = 0, lo = 0, hi = 0;
+  for (const v1::TaskResult& r : job.results()) {
+    if (Infra(r)) continue;
+    const v1::ClockWindow& c = r.baseline().timing().clock().samples() > 0 ? r.baseline().timing().clock()
+                                                                           : r.candidate().timing().clock();
+    if (c.samples() == 0) continue;
+    lo = read == 0 ? c.sm_mhz_min() : std::min(lo, c.sm_mhz_min());
+    hi = read == 0 ? c.sm_mhz_max() : std::max(hi, c.sm_mhz_max());
+    ++read;
+    disturbed += DisturbedClock(r) != nullptr;
+    unfair += DeltaUnfair(r);
+  }
+  if (read == 0) return "";
+  std::string out = absl::StrCat("\nSM clock over the ", read, " timed ", read == 1 ? "task" : "tasks", ": ", lo,
+                                 lo == hi ? "" : absl::StrCat("-", hi), " MHz");
+  if (disturbed > 0) {
+    absl::StrAppend(&out, "; ", disturbed, disturbed == 1 ? " task was" : " tasks were",
+                    " timed while it moved or the board was power- or heat-limited (marked *clock moved*): their "
+                    "µs are not comparable with other runs");
+    if (disturbed > unfair) {
+      absl::StrAppend(&out, ", but where the two sides were timed interleaved in one window (", disturbed - unfair,
+                      ") both saw the same clocks and the delta stands");
+    }
+    if (unfair > 0) {
+      absl::StrAppend(&out, "; ", unfair, unfair == 1 ? " task" : " tasks",
+                      " timed the sides apart: those deltas are not evidence either way and are left out below");
+    }
+  }
+  return absl::StrCat(out, ".\n");
+}
+
 // Rows that run the same kernel and config on both sides measure the job's
 // own run-to-run spread (a worker timing the same kernel twice: up to 7% at
 // 3-4 us on the H200, BENCHMARKS.md); a changed row's delta inside that
@@ -94,7 +160,7 @@ std::string TimingSpreadMarkdown(const v1::Job& job) {
   };
   std::vector<Changed> changed;
   for (const v1::TaskResult& r : job.results()) {
-    if (Infra(r)) continue;
+    if (Infra(r) || DeltaUnfair(r)) continue;  // sides timed apart under a moving clock: neither spread nor change
     const double b = r.baseline().timing().median_us(), c = r.candidate().timing().median_us();
     if (b <= 0 || c <= 0) continue;
     const double pct = 100.0 * (c - b) / b;
@@ -121,7 +187,7 @@ std::string TimingSpreadMarkdown(const v1::Job& job) {
     absl::StrAppend(&outside, outside.empty() ? "" : ", ", MarkdownEscape(ShapeName(ch.r->shape())), " M=", ch.r->m(),
                     " ", MarkdownEscape(ch.r->arch()), " ", absl::StrFormat("%+.1f%%", ch.pct));
   }
-  absl::StrAppend(&out, " Of the ", changed.size(), " rows whose config changed, ", changed.size() - inside,
+  absl::StrAppend(&out, " Of the ", changed.size(), changed.size() == 1 ? " row" : " rows", " whose config changed, ", changed.size() - inside,
                   " moved outside it", outside.empty() ? "" : absl::StrCat(" (", outside, ")"), " and ", inside,
                   " inside it (not evidence either way).\n");
   return out;
@@ -330,10 +396,11 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
       absl::StrAppend(&md, "| ", MarkdownEscape(ShapeName(r.shape())), " | ", r.m(), " | ", MarkdownEscape(r.arch()), " | ",
                       RunCell(r.baseline()), " | ", RunCell(r.candidate()), " | ",
                       absl::StrFormat("%.1f", b), " | ", absl::StrFormat("%.1f", c), " | ", Delta(b, c),
-                      SameKernelAndConfig(r) ? " (same config)" : "", " | ", VerdictText(r.baseline()), " | ", VerdictText(r.candidate()),
-                      " |\n");
+                      SameKernelAndConfig(r) ? " (same config)" : "",
+                      DisturbedClock(r) ? absl::StrCat(" (", MarkdownEscape(ClockNote(r)), ")") : "", " | ",
+                      VerdictText(r.baseline()), " | ", VerdictText(r.candidate()), " |\n");
     }
-    absl::StrAppend(&md, TimingSpreadMarkdown(job));
+    absl::StrAppend(&md, ClockSummaryMarkdown(job), TimingSpreadMarkdown(job));
     bool any_triage = false;
     for (const v1::TaskResult& r : job.results())
       any_triage |= r.triage().triage_class() != v1::TRIAGE_CLASS_PASS &&
@@ -353,12 +420,13 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
     }
     const double b = r.baseline().timing().median_us(), c = r.candidate().timing().median_us();
     const v1::TriageClass tc = r.triage().triage_class();
-    absl::StrAppend(&t, absl::StrFormat("%-22s %6d %-6s %-16s %-16s %10.1f %10.1f %8s%s\n", ShapeName(r.shape()), r.m(),
+    absl::StrAppend(&t, absl::StrFormat("%-22s %6d %-6s %-16s %-16s %10.1f %10.1f %8s%s%s\n", ShapeName(r.shape()), r.m(),
                                         r.arch(), VerdictText(r.baseline()), VerdictText(r.candidate()), b, c,
                                         Delta(b, c),
                                         tc == v1::TRIAGE_CLASS_PASS || tc == v1::TRIAGE_CLASS_UNSPECIFIED
                                             ? ""
-                                            : absl::StrCat("  ", triage::TriageClassName(tc))));
+                                            : absl::StrCat("  ", triage::TriageClassName(tc)),
+                                        DisturbedClock(r) ? absl::StrCat("  (", ClockNote(r), ")") : ""));
   }
   return t;
 }

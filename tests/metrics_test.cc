@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -128,7 +129,7 @@ TEST(Metrics, ScrapesAreCleanAndPlausible) {
             std::string::npos) << cs;
   EXPECT_NE(cs.find("mxval_coordinator_triage_reruns_total 0"), std::string::npos) << cs;
   EXPECT_NE(ws.find("mxval_worker_tasks_total{outcome=\"pass\"} 4"), std::string::npos) << ws;
-  EXPECT_NE(ws.find("mxval_worker_kernel_time_seconds_count{arch=\"cpu\",kernel=\"a16wfp4_cpu\",launch=\"plain\",m_bucket=\"17-64\",side=\"candidate\"} 2"),
+  EXPECT_NE(ws.find("mxval_worker_kernel_time_seconds_count{arch=\"cpu\",clock=\"unread\",kernel=\"a16wfp4_cpu\",launch=\"plain\",m_bucket=\"17-64\",side=\"candidate\"} 2"),
             std::string::npos)
       << ws;
   EXPECT_NE(ws.find("mxval_worker_device_healthy{arch=\"cpu\",device=\"0\"} 1"), std::string::npos) << ws;
@@ -169,6 +170,63 @@ TEST(Metrics, PdlLaunchesAreTheirOwnSeries) {
   }
   EXPECT_EQ(pdl, 2);
   EXPECT_EQ(plain, 2);
+}
+
+// One timing window per device task, counted by what its clock saw; the
+// window's lowest SM clock goes into a histogram. CPU timings carry no
+// clock and are not counted.
+TEST(Metrics, TimingWindowsAreCountedByClockState) {
+  prometheus::Registry registry;
+  worker::WorkerMetrics m(registry);
+  auto task = [](int lo, int hi, bool disturbed, int samples) {
+    v1::TaskResult r;
+    r.set_m(8192);
+    r.set_arch("sm_90a");
+    for (v1::KernelRun* run : {r.mutable_baseline(), r.mutable_candidate()}) {
+      run->mutable_kernel()->set_kernel("a16wfp4_wgmma_rs");
+      run->mutable_timing()->set_median_us(50);
+      v1::ClockWindow* c = run->mutable_timing()->mutable_clock();
+      c->set_samples(samples), c->set_sm_mhz_min(lo), c->set_sm_mhz_max(hi), c->set_disturbed(disturbed);
+    }
+    return r;
+  };
+  m.TaskResult(task(1980, 1980, false, 5));
+  m.TaskResult(task(1980, 1980, false, 4));
+  m.TaskResult(task(1500, 1980, true, 6));
+  m.TaskResult(task(0, 0, false, 0));
+  v1::TaskResult cpu;
+  cpu.set_arch("cpu");
+  cpu.mutable_baseline()->mutable_timing()->set_median_us(900);
+  m.TaskResult(cpu);
+  std::map<std::string, double> windows;
+  double observed = 0, sum = 0;
+  for (const auto& family : registry.Collect()) {
+    for (const auto& metric : family.metric) {
+      if (family.name == "mxval_worker_timing_windows_total") {
+        std::string arch, clock;
+        for (const auto& l : metric.label) (l.name == "arch" ? arch : clock) = l.value;
+        EXPECT_EQ(arch, "sm_90a");
+        windows[clock] = metric.counter.value;
+      }
+      if (family.name == "mxval_worker_timing_sm_clock_min_mhz") {
+        observed = static_cast<double>(metric.histogram.sample_count);
+        sum = metric.histogram.sample_sum;
+      }
+    }
+  }
+  EXPECT_EQ(windows, (std::map<std::string, double>{{"steady", 2}, {"disturbed", 1}, {"unread", 1}}));
+  EXPECT_EQ(observed, 3);
+  EXPECT_EQ(sum, 1980 + 1980 + 1500);
+  // Kernel times carry the clock too, so a dashboard of kernel health can
+  // leave out the ones measured at a lower clock.
+  std::map<std::string, double> times;
+  for (const auto& family : registry.Collect()) {
+    if (family.name != "mxval_worker_kernel_time_seconds") continue;
+    for (const auto& metric : family.metric)
+      for (const auto& l : metric.label)
+        if (l.name == "clock") times[l.value] += static_cast<double>(metric.histogram.sample_count);
+  }
+  EXPECT_EQ(times, (std::map<std::string, double>{{"steady", 4}, {"disturbed", 2}, {"unread", 2}}));
 }
 
 }  // namespace

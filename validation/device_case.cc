@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -205,6 +206,15 @@ absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std:
     out[i].launches_per_sample = st[i].L;
     out[i].graph = st[i].graph != nullptr;
   }
+  // The samples start off the power cap (where the clocks can be read) and
+  // the clock is watched while they run.
+  SettleResult settle;
+  std::unique_ptr<ClockWatch> watch;
+  if (o.clocks != nullptr) {
+    settle = Settle(*o.clocks, o.settle_max, o.clock_poll);
+    watch = std::make_unique<ClockWatch>(o.clocks, o.clock_poll);
+    watch->Start();
+  }
   // Sample s visits the sides forward when s is even and backward when it is
   // odd (A B, B A, A B, ...), so neither side is always the one that runs
   // right after the other: drift and the board's power cap fall on both.
@@ -222,7 +232,16 @@ absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std:
     }
   }
   MXVAL_RETURN_IF_ERROR(rt_.Synchronize());
+  ClockSummary clock;
+  if (watch != nullptr) {
+    clock = watch->Stop();
+    clock.settle_s = settle.waited_s;
+    clock.settled = settle.settled;
+  } else {
+    clock.note = o.no_clock_note;
+  }
   for (DeviceTiming& t : out) {
+    t.clock = clock;
     t.median_s = Percentile(t.per_launch_seconds, 0.5);
     t.p10_s = Percentile(t.per_launch_seconds, 0.1);
     t.p90_s = Percentile(t.per_launch_seconds, 0.9);

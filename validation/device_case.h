@@ -25,6 +25,9 @@
 // can inherit what the first left behind; on the H200 a large-M window timed
 // right after another ran under the board's power cap at 1500 MHz where the
 // first had run at 1980 (BENCHMARKS.md, "Clocks beside every timing").
+// With a clock reader (TimingOptions::clocks) the samples start once the
+// board is off its power cap and each timing carries the SM clock they ran
+// at, so a report can tell a slower kernel from a slower clock.
 #ifndef MXVAL_VALIDATION_DEVICE_CASE_H_
 #define MXVAL_VALIDATION_DEVICE_CASE_H_
 
@@ -33,6 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/abi/kernel_library.h"
+#include "kernels/runtime/device_clocks.h"
 #include "kernels/runtime/device_runtime.h"
 #include "validation/validation_case.h"
 
@@ -46,6 +50,18 @@ struct TimingOptions {
   int64_t rotate_bytes = 0;     // 0: 3x the device's L2 (at least one set)
   int64_t max_rotate_bytes = int64_t{2} << 30;
   int max_sets = 32;
+  // The device's clocks (device_clocks.h), or null where they cannot be
+  // read. With a reader, the samples wait until the board is off its power
+  // and thermal limits (at most settle_max), and the clock is read every
+  // clock_poll while they run. Without one, each timing's clock says
+  // no_clock_note.
+  ClockReader* clocks = nullptr;
+  absl::Duration settle_max = absl::Seconds(3);
+  // Each read is an NVML call on a second thread while the timed launches
+  // are issued; reads are kept sparse, and a 4 ms window still gets its
+  // first and last read.
+  absl::Duration clock_poll = absl::Milliseconds(5);
+  std::string no_clock_note;
 };
 
 // One kernel to time: TimeInterleaved() takes several.
@@ -61,6 +77,9 @@ struct DeviceTiming {
   int buffer_sets = 1;
   int launches_per_sample = 1;
   bool graph = false;
+  // The SM clock while the samples ran (the same window for every side of
+  // an interleaved timing).
+  ClockSummary clock;
 };
 
 class DeviceCase {

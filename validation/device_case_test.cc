@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernel_library.h"
+#include "kernels/runtime/scripted_clocks.h"
 #include "validation/abi_kernel.h"
 
 namespace mxval {
@@ -225,6 +226,62 @@ TEST(DeviceCase, InterleavedTimingAlternatesTheSidesSampleBySample) {
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(g_order, "A" "AAAAAAAA");
   EXPECT_EQ(one->per_launch_seconds.size(), 4u);
+}
+
+// With a clock reader the samples wait for the board to come off its power
+// cap (the settle reads all come before the first sample, none before the
+// warm-up), and every side's timing carries the clock of the window.
+ScriptedClocks* g_clocks = nullptr;
+std::vector<int> g_reads_at_launch;
+int32_t RunCounted(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  g_reads_at_launch.push_back(g_clocks->reads());
+  return CpuKernel()->run(a, c, err, len);
+}
+
+TEST(DeviceCase, TimingSettlesThenRecordsTheClockOfItsSamples) {
+  auto rt = NewHostRuntime();
+  ASSERT_TRUE(rt->SetDevice(0).ok());
+  CaseData d = MakeCase();
+  auto dc = DeviceCase::Upload(*rt, d);
+  ASSERT_TRUE(dc.ok());
+  // Two settle reads (capped, then calm), the window's first read, then the
+  // cap again for every later read.
+  ScriptedClocks clocks({{{1500, 0x4, 690000}}, {{1980, 0x1, 100000}}, {{1980, 0, 150000}}, {{1710, 0x4, 680000}}},
+                        700000);
+  g_clocks = &clocks;
+  g_reads_at_launch.clear();
+  const mxval_kernel k = Variant(RunCounted);
+  TimingOptions o;
+  o.warmup = 1;
+  o.samples = 4;
+  o.launches_per_sample = 2;
+  o.rotate_bytes = 1;
+  o.clocks = &clocks;
+  o.clock_poll = absl::Microseconds(200);
+  auto t = (*dc)->TimeInterleaved({{&k, kConfig, 0}, {&k, kConfig, 0}}, o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(g_reads_at_launch.size(), 2u + 2 * 4 * 2);
+  EXPECT_EQ(g_reads_at_launch[0], 0);  // warm-up, before any read
+  EXPECT_EQ(g_reads_at_launch[1], 0);
+  for (size_t i = 2; i < g_reads_at_launch.size(); ++i) EXPECT_GE(g_reads_at_launch[i], 3) << i;
+  for (const DeviceTiming& side : *t) {
+    EXPECT_EQ(side.clock.source, "scripted");
+    EXPECT_GE(side.clock.samples, 2);
+    EXPECT_EQ(side.clock.sm_mhz_min, 1710);
+    EXPECT_EQ(side.clock.sm_mhz_max, 1980);
+    EXPECT_EQ(side.clock.reasons, 0x4u);
+    EXPECT_TRUE(side.clock.Disturbed());
+    EXPECT_TRUE(side.clock.settled);
+    EXPECT_GT(side.clock.settle_s, 0);  // one poll's wait at least
+  }
+  // Without a reader the timing says why it has no clock.
+  o.clocks = nullptr;
+  o.no_clock_note = "no reader here";
+  auto plain = (*dc)->Time(CpuKernel(), kConfig, o);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->clock.samples, 0);
+  EXPECT_EQ(plain->clock.note, "no reader here");
+  g_clocks = nullptr;
 }
 
 TEST(DeviceCase, InterleavedTimingRefusesBadInput) {

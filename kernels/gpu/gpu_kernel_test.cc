@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "kernels/abi/kernel_library.h"
 #include "kernels/gpu/dequant_selftest_check.h"
+#include "kernels/runtime/device_clocks.h"
 #include "kernels/runtime/device_runtime.h"
 #include "validation/abi_kernel.h"
 #include "validation/device_case.h"
@@ -341,6 +342,52 @@ TEST_F(GpuKernels, TimingHarnessCapturesGraphsAndRotatesBuffers) {
     auto r = CheckKernel(*d, (*mirror)->Kernel(*k, c), CheckOptions{});
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->accuracy.verdict, reference::Verdict::kPass) << r->accuracy.reason;
+  }
+}
+
+// The worker's clock reader on the device: NVML finds the CUDA device by its
+// PCI bus id, a timing window carries at least its first and last read, and
+// the clock is a plausible SM clock. Prints each window (the large-M one
+// may run into the board's power cap; that is reported, not asserted).
+TEST_F(GpuKernels, TimingRecordsTheSmClockThroughNvml) {
+  auto devs = Cuda()->Devices();
+  ASSERT_TRUE(devs.ok());
+  ASSERT_FALSE(devs->front().pci_bus_id.empty());
+  auto clocks = OpenNvmlClocks(devs->front().pci_bus_id);
+  ASSERT_TRUE(clocks.ok()) << clocks.status();
+  auto now = (*clocks)->Read();
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_GT(now->sm_mhz, 100);
+  EXPECT_LT(now->sm_mhz, 4000);
+  EXPECT_GT((*clocks)->power_limit_mw(), 0);
+  auto rs = Library()->Find("a16wfp4_wgmma_rs");
+  ASSERT_TRUE(rs.ok());
+  const TileConfig rc{.block_m = 128, .block_n = 64, .block_k = 64, .ksplit = 1, .num_stages = 8, .num_warps = 5};
+  for (int64_t M : {64, 16384}) {
+    CaseSpec spec;
+    spec.shape = {16, M, 512, 128};
+    spec.strided_x = true;
+    auto d = CaseData::Build(spec);
+    ASSERT_TRUE(d.ok());
+    auto mirror = DeviceCase::Upload(*Cuda(), *d);
+    ASSERT_TRUE(mirror.ok()) << mirror.status();
+    TimingOptions o;
+    o.clocks = clocks->get();
+    auto both = (*mirror)->TimeInterleaved({{*rs, rc, 0}, {*rs, rc, 0}}, o);
+    ASSERT_TRUE(both.ok()) << both.status();
+    for (const DeviceTiming& t : *both) {
+      EXPECT_EQ(t.clock.source, "nvml");
+      EXPECT_GE(t.clock.samples, 2);
+      EXPECT_GT(t.clock.sm_mhz_min, 100);
+      EXPECT_LE(t.clock.sm_mhz_min, t.clock.sm_mhz_median);
+      EXPECT_LE(t.clock.sm_mhz_median, t.clock.sm_mhz_max);
+      EXPECT_LT(t.clock.sm_mhz_max, 4000);
+      EXPECT_GT(t.clock.power_w_max, 0);
+    }
+    const ClockSummary& c = (*both)[0].clock;
+    printf("clock M=%-5lld %.2f / %.2f us: %s, %d reads, settle %.3f s%s, peak %.0f W\n", static_cast<long long>(M),
+           (*both)[0].median_s * 1e6, (*both)[1].median_s * 1e6, ClockText(c).c_str(), c.samples, c.settle_s,
+           c.settled ? "" : " (gave up)", c.power_w_max);
   }
 }
 

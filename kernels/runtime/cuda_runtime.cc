@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/runtime/device_runtime.h"
+#include "kernels/runtime/dl_bind.h"
 #include "kernels/runtime/late_writer_ptx.h"
 #include "mxval/kernel_api.h"
-
 namespace mxval {
 namespace {
 
@@ -87,18 +87,9 @@ struct Api {
   CUresult (*ModuleLoadData)(CUmodule*, const void*) = nullptr;
   CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*LaunchKernelEx)(const CuLaunchConfig*, CUfunction, void**, void**) = nullptr;
+  // Optional: the PCI bus id finds the device in NVML (device_clocks.h).
+  CUresult (*DeviceGetPCIBusId)(char*, int, CUdevice) = nullptr;
 };
-
-template <typename F>
-bool Bind(void* h, F*& fn, std::initializer_list<const char*> names) {
-  for (const char* n : names) {
-    if (void* p = dlsym(h, n)) {
-      fn = reinterpret_cast<F*>(p);
-      return true;
-    }
-  }
-  return false;
-}
 
 absl::StatusOr<Api> LoadApi() {
   Api a{};
@@ -109,39 +100,40 @@ absl::StatusOr<Api> LoadApi() {
   }
   bool ok = true;
   void* h = a.handle;
-  ok &= Bind(h, a.Init, {"cuInit"});
-  ok &= Bind(h, a.GetErrorString, {"cuGetErrorString"});
-  ok &= Bind(h, a.DeviceGetCount, {"cuDeviceGetCount"});
-  ok &= Bind(h, a.DeviceGet, {"cuDeviceGet"});
-  ok &= Bind(h, a.DeviceGetName, {"cuDeviceGetName"});
-  ok &= Bind(h, a.DeviceTotalMem, {"cuDeviceTotalMem_v2"});
-  ok &= Bind(h, a.DeviceGetAttribute, {"cuDeviceGetAttribute"});
-  ok &= Bind(h, a.PrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"});
-  ok &= Bind(h, a.CtxSetCurrent, {"cuCtxSetCurrent"});
-  ok &= Bind(h, a.CtxSynchronize, {"cuCtxSynchronize"});
-  ok &= Bind(h, a.CtxGetDevice, {"cuCtxGetDevice"});
-  ok &= Bind(h, a.MemAlloc, {"cuMemAlloc_v2"});
-  ok &= Bind(h, a.MemFree, {"cuMemFree_v2"});
-  ok &= Bind(h, a.MemcpyHtoDAsync, {"cuMemcpyHtoDAsync_v2"});
-  ok &= Bind(h, a.MemcpyDtoHAsync, {"cuMemcpyDtoHAsync_v2"});
-  ok &= Bind(h, a.MemcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"});
-  ok &= Bind(h, a.MemsetD8Async, {"cuMemsetD8Async"});
-  ok &= Bind(h, a.StreamCreate, {"cuStreamCreate"});
-  ok &= Bind(h, a.StreamSynchronize, {"cuStreamSynchronize"});
-  ok &= Bind(h, a.EventCreate, {"cuEventCreate"});
-  ok &= Bind(h, a.EventRecord, {"cuEventRecord"});
-  ok &= Bind(h, a.EventSynchronize, {"cuEventSynchronize"});
-  ok &= Bind(h, a.EventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
-  ok &= Bind(h, a.EventDestroy, {"cuEventDestroy_v2"});
-  ok &= Bind(h, a.StreamBeginCapture, {"cuStreamBeginCapture_v2"});
-  ok &= Bind(h, a.StreamEndCapture, {"cuStreamEndCapture"});
-  ok &= Bind(h, a.GraphInstantiate, {"cuGraphInstantiateWithFlags"});
-  ok &= Bind(h, a.GraphLaunch, {"cuGraphLaunch"});
-  ok &= Bind(h, a.GraphExecDestroy, {"cuGraphExecDestroy"});
-  ok &= Bind(h, a.GraphDestroy, {"cuGraphDestroy"});
-  Bind(h, a.ModuleLoadData, {"cuModuleLoadData"});
-  Bind(h, a.ModuleGetFunction, {"cuModuleGetFunction"});
-  Bind(h, a.LaunchKernelEx, {"cuLaunchKernelEx"});
+  ok &= DlBind(h, a.Init, {"cuInit"});
+  ok &= DlBind(h, a.GetErrorString, {"cuGetErrorString"});
+  ok &= DlBind(h, a.DeviceGetCount, {"cuDeviceGetCount"});
+  ok &= DlBind(h, a.DeviceGet, {"cuDeviceGet"});
+  ok &= DlBind(h, a.DeviceGetName, {"cuDeviceGetName"});
+  ok &= DlBind(h, a.DeviceTotalMem, {"cuDeviceTotalMem_v2"});
+  ok &= DlBind(h, a.DeviceGetAttribute, {"cuDeviceGetAttribute"});
+  ok &= DlBind(h, a.PrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"});
+  ok &= DlBind(h, a.CtxSetCurrent, {"cuCtxSetCurrent"});
+  ok &= DlBind(h, a.CtxSynchronize, {"cuCtxSynchronize"});
+  ok &= DlBind(h, a.CtxGetDevice, {"cuCtxGetDevice"});
+  ok &= DlBind(h, a.MemAlloc, {"cuMemAlloc_v2"});
+  ok &= DlBind(h, a.MemFree, {"cuMemFree_v2"});
+  ok &= DlBind(h, a.MemcpyHtoDAsync, {"cuMemcpyHtoDAsync_v2"});
+  ok &= DlBind(h, a.MemcpyDtoHAsync, {"cuMemcpyDtoHAsync_v2"});
+  ok &= DlBind(h, a.MemcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"});
+  ok &= DlBind(h, a.MemsetD8Async, {"cuMemsetD8Async"});
+  ok &= DlBind(h, a.StreamCreate, {"cuStreamCreate"});
+  ok &= DlBind(h, a.StreamSynchronize, {"cuStreamSynchronize"});
+  ok &= DlBind(h, a.EventCreate, {"cuEventCreate"});
+  ok &= DlBind(h, a.EventRecord, {"cuEventRecord"});
+  ok &= DlBind(h, a.EventSynchronize, {"cuEventSynchronize"});
+  ok &= DlBind(h, a.EventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
+  ok &= DlBind(h, a.EventDestroy, {"cuEventDestroy_v2"});
+  ok &= DlBind(h, a.StreamBeginCapture, {"cuStreamBeginCapture_v2"});
+  ok &= DlBind(h, a.StreamEndCapture, {"cuStreamEndCapture"});
+  ok &= DlBind(h, a.GraphInstantiate, {"cuGraphInstantiateWithFlags"});
+  ok &= DlBind(h, a.GraphLaunch, {"cuGraphLaunch"});
+  ok &= DlBind(h, a.GraphExecDestroy, {"cuGraphExecDestroy"});
+  ok &= DlBind(h, a.GraphDestroy, {"cuGraphDestroy"});
+  DlBind(h, a.ModuleLoadData, {"cuModuleLoadData"});
+  DlBind(h, a.ModuleGetFunction, {"cuModuleGetFunction"});
+  DlBind(h, a.LaunchKernelEx, {"cuLaunchKernelEx"});
+  DlBind(h, a.DeviceGetPCIBusId, {"cuDeviceGetPCIBusId"});
   if (!ok) {
     dlclose(h);
     return absl::UnavailableError("libcuda.so.1 lacks a driver API entry point mxval needs (driver too old)");
@@ -223,6 +215,8 @@ class CudaRuntime : public DeviceRuntime {
       p.arch = absl::StrCat("sm_", major, minor, major >= 9 ? "a" : "");
       p.multiprocessors = sms;
       p.l2_bytes = l2;
+      char bus[64] = {};
+      if (api_.DeviceGetPCIBusId != nullptr && api_.DeviceGetPCIBusId(bus, sizeof(bus) - 1, d) == 0) p.pci_bus_id = bus;
       out.push_back(p);
     }
     return out;

@@ -41,6 +41,7 @@ struct DeviceProperties {
   int64_t memory_bytes = 0;
   int64_t l2_bytes = 0;
   int multiprocessors = 0;
+  std::string pci_bus_id;  // "0000:18:00.0" where the runtime tells (cuda); finds the device in NVML
 };
 
 // The kernel run before a kernel under test that may start early (launch

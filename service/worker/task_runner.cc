@@ -102,7 +102,28 @@ void SetTiming(const CaseData& data, const DeviceTiming& timing, v1::KernelRun* 
   t->set_p10_us(timing.p10_s * 1e6);
   t->set_p90_us(timing.p90_s * 1e6);
   FillRates(data, t);
+  FillClock(timing.clock, t->mutable_clock());
 }
+
+}  // namespace
+
+void FillClock(const ClockSummary& c, v1::ClockWindow* w) {
+  w->Clear();
+  w->set_source(c.source);
+  w->set_note(c.note);
+  w->set_samples(c.samples);
+  w->set_sm_mhz_min(c.sm_mhz_min);
+  w->set_sm_mhz_median(c.sm_mhz_median);
+  w->set_sm_mhz_max(c.sm_mhz_max);
+  w->set_event_reasons(c.reasons);
+  for (const std::string& name : ClockReasonNames(c.reasons)) w->add_reasons(name);
+  w->set_power_w_max(c.power_w_max);
+  w->set_settle_s(c.settle_s);
+  w->set_settled(c.settled);
+  w->set_disturbed(c.Disturbed());
+}
+
+namespace {
 
 // Adds `note` to the side's accuracy reason (the verdict stands).
 void AppendReason(v1::KernelRun* out, absl::string_view note) {
@@ -144,7 +165,10 @@ void TimeSides(const CaseData& data, DeviceState& dev, const std::vector<Pending
         {TimedKernel{sides[0].kernel, sides[0].tile, sides[0].flags}, TimedKernel{sides[1].kernel, sides[1].tile, sides[1].flags}},
         to);
     if (both.ok()) {
-      for (size_t i = 0; i < 2; ++i) SetTiming(data, (*both)[i], sides[i].out);
+      for (size_t i = 0; i < 2; ++i) {
+        SetTiming(data, (*both)[i], sides[i].out);
+        sides[i].out->mutable_timing()->set_interleaved(true);
+      }
       return;
     }
     if (both.status().code() == absl::StatusCode::kInternal) {
@@ -263,6 +287,27 @@ absl::StatusOr<const mxval_kernel*> KernelResolver::Resolve(const v1::KernelRef&
                                                       "', the task asks for '", ref.build_id(), "'"));
   }
   return lib->Find(ref.kernel().empty() ? lib->kernels().front()->name : ref.kernel());
+}
+
+std::unique_ptr<ClockReader> OpenDeviceClocks(DeviceRuntime& runtime, int index, std::string* note) {
+  if (runtime.kind() != "cuda") {
+    *note = absl::StrCat("no clock reader for ", runtime.kind(), " devices");
+    return nullptr;
+  }
+  auto devs = runtime.Devices();
+  if (!devs.ok()) {
+    *note = std::string(devs.status().message());
+    return nullptr;
+  }
+  for (const DeviceProperties& p : *devs) {
+    if (p.index != index) continue;
+    auto clocks = OpenNvmlClocks(p.pci_bus_id);
+    if (clocks.ok()) return std::move(*clocks);
+    *note = std::string(clocks.status().message());
+    return nullptr;
+  }
+  *note = absl::StrCat("device ", index, " not found");
+  return nullptr;
 }
 
 absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver& kernels, const TaskRunnerOptions& o) {

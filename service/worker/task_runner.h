@@ -51,6 +51,14 @@ struct TaskRunnerOptions {
   TimingOptions device_timing;
 };
 
+// A timing window's clock as the result reports it.
+void FillClock(const ClockSummary& clock, v1::ClockWindow* out);
+
+// The clock reader for device `index` of `runtime` (NVML for cuda, found by
+// the device's PCI bus id), or null with the reason in *note (no NVML, a
+// hip or host runtime: no reader exists for those here).
+std::unique_ptr<ClockReader> OpenDeviceClocks(DeviceRuntime& runtime, int index, std::string* note);
+
 // INVALID_ARGUMENT for a malformed TaskSpec; RESOURCE_EXHAUSTED over the memory cap.
 absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver& kernels,
                                        const TaskRunnerOptions& options);

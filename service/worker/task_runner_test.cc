@@ -111,6 +111,43 @@ TEST(TaskRunner, GpuKernelWithoutAMatchingDeviceIsAnError) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(TaskRunner, ClockWindowsAreReportedWithTheirReasonsByName) {
+  ClockSummary c = SummarizeClocks({{1980, 0x1, 300000}, {1515, 0x4 | 0x20, 695000}, {1800, 0, 500000}});
+  c.source = "nvml";
+  c.settle_s = 0.25;
+  v1::ClockWindow w;
+  FillClock(c, &w);
+  EXPECT_EQ(w.source(), "nvml");
+  EXPECT_EQ(w.samples(), 3);
+  EXPECT_EQ(w.sm_mhz_min(), 1515);
+  EXPECT_EQ(w.sm_mhz_median(), 1800);
+  EXPECT_EQ(w.sm_mhz_max(), 1980);
+  EXPECT_EQ(w.event_reasons(), 0x24u);
+  ASSERT_EQ(w.reasons_size(), 2);
+  EXPECT_EQ(w.reasons(0), "sw_power_cap");
+  EXPECT_EQ(w.reasons(1), "sw_thermal");
+  EXPECT_DOUBLE_EQ(w.power_w_max(), 695.0);
+  EXPECT_DOUBLE_EQ(w.settle_s(), 0.25);
+  EXPECT_TRUE(w.settled());
+  EXPECT_TRUE(w.disturbed());
+  // A steady window is not disturbed; one whose settle wait gave up is.
+  c = SummarizeClocks({{1980, 0, 0}, {1980, 0, 0}});
+  FillClock(c, &w);
+  EXPECT_FALSE(w.disturbed());
+  EXPECT_EQ(w.reasons_size(), 0);
+  c.settled = false;
+  FillClock(c, &w);
+  EXPECT_TRUE(w.disturbed());
+  EXPECT_FALSE(w.settled());
+}
+
+TEST(TaskRunner, DevicesWithoutAClockReaderSayWhy) {
+  auto host = NewHostRuntime();
+  std::string note;
+  EXPECT_EQ(OpenDeviceClocks(*host, 0, &note), nullptr);
+  EXPECT_EQ(note, "no clock reader for host devices");
+}
+
 // An external library as the coordinator hands it out: name, kernel and the registered digest.
 void UsePlugin(v1::KernelRef* k, const std::string& name) {
   k->set_library(name);

@@ -20,11 +20,12 @@ std::string MBucket(int64_t m) {
 WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
     : kernel_seconds_(prometheus::BuildHistogram()
                           .Name("mxval_worker_kernel_time_seconds")
-                          .Help("Median kernel time per task, by kernel, side (baseline/candidate), M bucket, arch and launch (plain/pdl).")
+                          .Help("Median kernel time per task, by kernel, side (baseline/candidate), M bucket, arch, launch (plain/pdl) "
+                                "and clock (steady, disturbed: timed while the SM clock moved; unread).")
                           .Register(r)),
       tflops_(prometheus::BuildGauge()
                   .Name("mxval_worker_kernel_tflops")
-                  .Help("Achieved TFLOP/s of the last task, by kernel, side, M bucket, arch and launch.")
+                  .Help("Achieved TFLOP/s of the last task, by kernel, side, M bucket, arch, launch and clock.")
                   .Register(r)),
       rel_err_(prometheus::BuildGauge()
                    .Name("mxval_worker_kernel_rel_fro_error")
@@ -43,11 +44,29 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
       device_healthy_(prometheus::BuildGauge()
                           .Name("mxval_worker_device_healthy")
                           .Help("1 if the device takes work, 0 if marked unhealthy.")
-                          .Register(r)) {}
+                          .Register(r)),
+      timing_windows_(prometheus::BuildCounter()
+                          .Name("mxval_worker_timing_windows_total")
+                          .Help("Timed device tasks by arch and clock: steady, disturbed (the SM clock moved, or a "
+                                "power or thermal slowdown was set: those deltas are not evidence) or unread (no "
+                                "clock reader for the device).")
+                          .Register(r)),
+      timing_clock_(prometheus::BuildHistogram()
+                        .Name("mxval_worker_timing_sm_clock_min_mhz")
+                        .Help("The lowest SM clock read while a task's samples ran, by arch.")
+                        .Register(r)) {}
 
 // "pdl" or "plain": a PDL launch overlaps the kernel before it, so its times
 // are a different series, not a point of the plain one.
 const char* LaunchLabel(const v1::KernelRun& run) { return run.launch() == v1::LAUNCH_MODE_PDL ? "pdl" : "plain"; }
+
+// "steady", "disturbed" (the SM clock moved or a power / thermal slowdown
+// was set while the samples ran: the times are at a lower clock) or
+// "unread" (no clock was read: CPU kernels, devices without a reader).
+const char* ClockLabel(const v1::KernelRun& run) {
+  const v1::ClockWindow& c = run.timing().clock();
+  return c.samples() == 0 ? "unread" : c.disturbed() ? "disturbed" : "steady";
+}
 
 void WorkerMetrics::TaskResult(const v1::TaskResult& r) {
   static const prometheus::Histogram::BucketBoundaries kBuckets{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1, 10};
@@ -57,11 +76,25 @@ void WorkerMetrics::TaskResult(const v1::TaskResult& r) {
     const std::string arch = r.arch().empty() ? "unknown" : r.arch();
     const std::string bucket = MBucket(r.m());
     const char* launch = LaunchLabel(*run);
-    kernel_seconds_.Add({{"kernel", k}, {"side", side}, {"m_bucket", bucket}, {"arch", arch}, {"launch", launch}}, kBuckets)
+    const char* clock = ClockLabel(*run);
+    kernel_seconds_
+        .Add({{"kernel", k}, {"side", side}, {"m_bucket", bucket}, {"arch", arch}, {"launch", launch}, {"clock", clock}},
+             kBuckets)
         .Observe(run->timing().median_us() * 1e-6);
-    tflops_.Add({{"kernel", k}, {"side", side}, {"m_bucket", bucket}, {"arch", arch}, {"launch", launch}})
+    tflops_.Add({{"kernel", k}, {"side", side}, {"m_bucket", bucket}, {"arch", arch}, {"launch", launch}, {"clock", clock}})
         .Set(run->timing().tflops());
     rel_err_.Add({{"kernel", k}, {"side", side}, {"arch", arch}}).Set(run->accuracy().rel_fro_err());
+  }
+  // One timing window per task: baseline and candidate are timed together
+  // (a side timed alone has its own window; the first one read counts).
+  for (const v1::KernelRun* run : {&r.baseline(), &r.candidate()}) {
+    if (run->timing().median_us() <= 0 || (!run->timing().has_clock())) continue;
+    const v1::ClockWindow& c = run->timing().clock();
+    const std::string arch = r.arch().empty() ? "unknown" : r.arch();
+    static const prometheus::Histogram::BucketBoundaries kMhz{600, 900, 1200, 1400, 1600, 1700, 1800, 1900, 1950, 2000};
+    timing_windows_.Add({{"arch", arch}, {"clock", ClockLabel(*run)}}).Increment();
+    if (c.samples() > 0) timing_clock_.Add({{"arch", arch}}, kMhz).Observe(c.sm_mhz_min());
+    break;
   }
   for (const auto& [side, run] : {std::pair{"baseline", &r.baseline()}, std::pair{"candidate", &r.candidate()}}) {
     std::string verdict = v1::Verdict_Name(run->accuracy().verdict());

@@ -36,6 +36,8 @@ class WorkerMetrics {
   prometheus::Counter& child_crashes_;
   prometheus::Family<prometheus::Counter>& runs_;
   prometheus::Family<prometheus::Gauge>& device_healthy_;
+  prometheus::Family<prometheus::Counter>& timing_windows_;
+  prometheus::Family<prometheus::Histogram>& timing_clock_;
 };
 
 }  // namespace worker
