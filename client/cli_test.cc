@@ -381,6 +381,11 @@ TEST(Report, RowsTimedWhileTheClockMovedAreMarked) {
       << md;
   const std::string text = FormatReport(job, "table");
   EXPECT_NE(text.find("(clock moved: 1515-1965 MHz, sw_power_cap; sides timed apart)"), std::string::npos) << text;
+  const std::string junit = FormatReport(job, "junit");
+  EXPECT_NE(junit.find("<system-out>clock moved: 1600-1980 MHz, sw_power_cap; sides interleaved</system-out>"),
+            std::string::npos)
+      << junit;
+  EXPECT_EQ(junit.find("M=64 sm_90a\" time=\"0.000003\">\n      <system-out>"), std::string::npos) << junit;  // steady row
   // No clock read anywhere: no clock line.
   for (v1::TaskResult& r : *job.mutable_results()) {
     r.mutable_baseline()->mutable_timing()->clear_clock();

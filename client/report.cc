@@ -366,6 +366,9 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
                           "</failure>\n");
         }
       }
+      if (!Infra(r) && DisturbedClock(r) != nullptr) {  // the time above is at a lower clock
+        absl::StrAppend(&cases, "      <system-out>", XmlEscape(ClockNote(r)), "</system-out>\n");
+      }
       absl::StrAppend(&cases, "    </testcase>\n");
     }
     return absl::StrCat("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"",

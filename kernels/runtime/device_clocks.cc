@@ -160,6 +160,7 @@ void ClockWatch::Poll() {
 }
 
 void ClockWatch::Start() {
+  if (thread_.joinable()) Stop();  // a window still open is closed first
   {
     absl::MutexLock l(&mu_);
     readings_.clear();

@@ -99,7 +99,8 @@ class ClockWatch {
   ~ClockWatch();
   ClockWatch(const ClockWatch&) = delete;
   ClockWatch& operator=(const ClockWatch&) = delete;
-  // One read now, then one every `interval` until Stop().
+  // One read now, then one every `interval` until Stop(). A window still
+  // open is closed (and its readings dropped) first.
   void Start();
   // One last read; the window's summary. A failed read is left out (the
   // first failure's message becomes the note when no read succeeded).

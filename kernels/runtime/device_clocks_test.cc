@@ -70,6 +70,9 @@ TEST(ClockWatch, PollsWhileOpenAndRestartsClean) {
   s = watch.Stop();
   EXPECT_GE(s.samples, 2);
   EXPECT_LT(s.samples, reader.reads());
+  watch.Start();
+  watch.Start();  // still open: closed and restarted, not a second thread
+  EXPECT_GE(watch.Stop().samples, 2);
 }
 
 TEST(ClockWatch, FailedReadsAreLeftOutAndNamedWhenNothingWasRead) {
