@@ -111,9 +111,9 @@ std::string ClockNote(const v1::TaskResult& r) {
   return out;
 }
 
-// One line on the clocks of the job's timed windows: their range, and how
-// many were disturbed (those rows' deltas are not evidence). Empty when no
-// window had its clock read.
+// One line on the clocks of the job's timed windows: their range, how many
+// were disturbed, and of those how many timed the sides apart (their deltas
+// are not evidence). Empty when no window had its clock read.
 std::string ClockSummaryMarkdown(const v1::Job& job) {
   int read = 0, disturbed = 0, unfair = 0, lo = 0, hi = 0;
   for (const v1::TaskResult& r : job.results()) {

@@ -3,6 +3,7 @@
 #ifndef MXVAL_KERNELS_RUNTIME_SCRIPTED_CLOCKS_H_
 #define MXVAL_KERNELS_RUNTIME_SCRIPTED_CLOCKS_H_
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,8 +27,7 @@ class ScriptedClocks : public ClockReader {
   std::string source() const override { return "scripted"; }
   absl::StatusOr<ClockReading> Read() override {
     absl::MutexLock l(&mu_);
-    const Step& s = script_[std::min(next_, script_.size() - 1)];
-    ++next_;
+    const Step& s = script_[std::min(reads_, script_.size() - 1)];
     ++reads_;
     if (s.fail) return absl::UnavailableError("scripted read failure");
     return s.reading;
@@ -35,14 +35,13 @@ class ScriptedClocks : public ClockReader {
   int64_t power_limit_mw() override { return limit_; }
   int reads() {
     absl::MutexLock l(&mu_);
-    return reads_;
+    return static_cast<int>(reads_);
   }
 
  private:
   absl::Mutex mu_;
   std::vector<Step> script_;
-  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
-  int reads_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t reads_ ABSL_GUARDED_BY(mu_) = 0;  // also the next script entry
   int64_t limit_;
 };
 

@@ -48,7 +48,7 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
       timing_windows_(prometheus::BuildCounter()
                           .Name("mxval_worker_timing_windows_total")
                           .Help("Timed device tasks by arch and clock: steady, disturbed (the SM clock moved, or a "
-                                "power or thermal slowdown was set: those deltas are not evidence) or unread (no "
+                                "power or thermal slowdown was set: the times are at a lower clock) or unread (no "
                                 "clock reader for the device).")
                           .Register(r)),
       timing_clock_(prometheus::BuildHistogram()
