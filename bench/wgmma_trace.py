@@ -22,6 +22,9 @@ gpu_bench.py times them) and prints the last call's timeline:
   epi      -> first tile's TMA store issued
   rest     -> exit (later tiles, then waiting for the stores)
   span     last CTA exit - first CTA entry (global timer)
+  exit spread  how far apart (global timer) the CTAs of one (M group,
+           batch), one per N tile, exit: whether they drift apart over
+           their tiles (JSON: exit_spread_us, one value per group)
 With --kernel a16wfp4_wgmma_rs the prologue phases are its own:
   prologue barriers initialized -> thread 0's A fragments built, split into
     w.issue  -> the weight rows' cp.async issued
@@ -102,12 +105,12 @@ def main():
         probs = [one] + [gb.Problem(op, B, M, N, K, strided, bmaj, gen) for _ in range(nsets - 1)]
         calls = [ours.call(p, cfg) for p in probs]
         for variant in args.variants.split(",") if args.variants else [""]:
-            trace_one(copy, buf, calls, name, M, cfg, variant, results, phases)
+            trace_one(copy, buf, calls, name, M, cfg, variant, results, phases, -(-N // cfg.block_n) * cfg.ksplit)
         with open(args.out, "w") as f:
             json.dump(results, f, separators=(",", ":"))
 
 
-def trace_one(copy, buf, calls, name, M, cfg, variant, results, phases=PHASES):
+def trace_one(copy, buf, calls, name, M, cfg, variant, results, phases=PHASES, grid_x=0):
     """Times the calls (graph replay) with `variant` set in the environment
     (the kernel library reads its knobs per call), then prints the timeline
     of the last call."""
@@ -142,6 +145,18 @@ def trace_one(copy, buf, calls, name, M, cfg, variant, results, phases=PHASES):
             v = out["phases"][ph]
             if v:
                 print("    %-8s %8.2f %8.2f %8.2f %8.2f" % (ph, v[0], q(v, 0.5), q(v, 0.9), v[-1]))
+        if grid_x > 1:
+            # Drift: the CTAs of one (M group, batch) are grid_x consecutive
+            # linear indices (one per N tile); how far apart they exit says
+            # how far apart they write the same y rows by the end.
+            groups = {}
+            for i, r in indexed:
+                groups.setdefault(i // grid_x, []).append(r[10])
+            spread = sorted((max(v) - min(v)) / 1e3 for v in groups.values() if len(v) == grid_x)
+            if spread:
+                out["exit_spread_us"] = spread
+                print("    exit spread within an (M group, batch) of %d N tiles: median %.2f us, p90 %.2f, max %.2f "
+                      "(%d groups)" % (grid_x, q(spread, 0.5), q(spread, 0.9), spread[-1], len(spread)))
         if cfg.ksplit > 1:  # split-K: rows are CTA-linear, so a row's cluster rank is its index % NUM_KSPLIT
             for rank in range(cfg.ksplit):
                 sel = [r for i, r in indexed if i % cfg.ksplit == rank]
