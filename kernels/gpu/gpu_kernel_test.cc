@@ -142,6 +142,14 @@ bool RsCompiledFor(const mxval_kernel* k, const TileConfig& c, int64_t K) {
   return false;
 }
 
+// The K values in `ks` this a16wfp4_wgmma_rs config is compiled for.
+std::vector<int64_t> RsKs(const mxval_kernel* k, const TileConfig& c, std::initializer_list<int64_t> ks) {
+  std::vector<int64_t> out;
+  for (int64_t K : ks)
+    if (RsCompiledFor(k, c, K)) out.push_back(K);
+  return out;
+}
+
 class GpuKernels : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -191,11 +199,18 @@ TEST_F(GpuKernels, SeededShapesAgainstReference) {
     // Deep-ring and 256-column configs hold K <= 256 only (refusal checked in WgmmaKernel...).
     if (wgmma && !WgmmaFits(k, c, spec.shape.K)) spec.shape = {spec.shape.B, spec.shape.M, 512, 192};
     const bool rs = std::string(k->name) == "a16wfp4_wgmma_rs";
-    // Every NUM_KSPLIT = 1 config takes the four model K; the split-K
-    // (cluster) configs K = 512 at least.
+    // Today every NUM_KSPLIT = 1 config takes the four model K and the
+    // split-K (cluster) configs K = 512 at least; a config held to fewer K
+    // gets the first model (K, N) it is compiled for.
     if (rs && !RsCompiledFor(k, c, spec.shape.K)) {
-      EXPECT_GT(c.ksplit, 1) << c.ToString();
-      spec.shape = {spec.shape.B, spec.shape.M, 256, 512};
+      bool placed = false;
+      for (const auto& q : kn) {
+        if (!RsCompiledFor(k, c, q[0])) continue;
+        spec.shape = {spec.shape.B, spec.shape.M, q[1], q[0]};
+        placed = true;
+        break;
+      }
+      ASSERT_TRUE(placed) << c.ToString() << " is compiled for none of the model K";
     }
     const int64_t ktiles = (p[0] + c.block_k - 1) / c.block_k;
     if (!decode && !wgmma && !rs && i % 9 == 4 && ktiles > 1) c.ksplit = 2 + static_cast<int>(rng() % std::min<int64_t>(ktiles - 1, 3));
@@ -218,6 +233,8 @@ TEST_F(GpuKernels, RaggedKAndEveryConfigAtK192) {
           EXPECT_FALSE(RsCompiledFor(k, c, 192)) << c.ToString();
           continue;
         }
+        // A register-sourced config held to other K (its registers) has no K = 192 case.
+        if (std::string(k->name) == "a16wfp4_wgmma_rs" && !RsCompiledFor(k, c, 192)) continue;
         spec.strided_x = true;
         spec.activations = mode;
         if (decode && c.num_warps > c.block_n / 8) {  // k-split decode variants refuse K = 192, clearly
@@ -250,6 +267,12 @@ TEST_F(GpuKernels, ExtremeScaleBytesEveryKernelAndConfig) {
         CaseSpec spec;
         spec.shape = {4, name == "a16wfp4_decode" ? c.block_m + 5 : 77 + 64 * (i % 3), 256, 512};
         if (name == "a16wfp4_wgmma" && !WgmmaFits(k, c, 512)) spec.shape = {4, 77, 512, 192};
+        if (name == "a16wfp4_wgmma_rs" && !RsCompiledFor(k, c, 512)) {
+          // A config held to smaller K (registers): its largest compiled K.
+          const std::vector<int64_t> ks = RsKs(k, c, {256, 192, 128});
+          ASSERT_FALSE(ks.empty()) << c.ToString() << " is compiled for no K";
+          spec.shape.K = ks.front();
+        }
         spec.strided_x = i % 2 == 0;
         spec.layout = (i / 2) % 2 ? OutputLayout::kBatchMajor : OutputLayout::kHeadMajor;
         spec.activations = mode;
@@ -514,11 +537,13 @@ TEST_F(GpuKernels, WgmmaRsKernelEveryConfigAndK) {
   auto k = Library()->Find("a16wfp4_wgmma_rs");
   ASSERT_TRUE(k.ok()) << k.status();
   std::mt19937_64 rng(92);
-  int ran = 0;
+  int ran = 0, compiled = 0;
   for (int ci = 0; ci < (*k)->num_configs; ++ci) {
     const TileConfig c = FromAbi((*k)->configs[ci]);
-    for (int64_t K : {128, 192, 256, 512}) {
-      if (!RsCompiledFor(*k, c, K)) continue;
+    const std::vector<int64_t> ks = RsKs(*k, c, {128, 192, 256, 512});
+    EXPECT_FALSE(ks.empty()) << c.ToString() << " is compiled for no K";
+    compiled += static_cast<int>(ks.size());
+    for (int64_t K : ks) {
       for (auto [B, M, N] : {std::tuple<int64_t, int64_t, int64_t>{16, 5 * c.block_m + 3, 512}, {3, 1, 200},
                              {2, c.block_m + 1, 72}, {16, 1000, K == 512 ? 128 : 328}}) {
         CaseSpec spec;
@@ -535,10 +560,14 @@ TEST_F(GpuKernels, WgmmaRsKernelEveryConfigAndK) {
       }
     }
   }
-  // 5 configs (three of 64 or 128 weight rows, two of 32) x K in {128, 192,
-  // 256, 512}, and the split-K configs: two ranks x 64 rows at K in {128,
-  // 256, 512}, four ranks at 512, two ranks x 128 rows at {256, 512}.
-  EXPECT_EQ(ran, 4 * (5 * 4 + 3 + 1 + 2));
+  // Four cases for every (config, K) compiled, counted from the library's
+  // own refusals so that a config held to fewer K (registers) needs no edit
+  // here. Today: 5 configs (three of 64 or 128 weight rows, two of 32) x K
+  // in {128, 192, 256, 512}, and the split-K configs: two ranks x 64 rows at
+  // K in {128, 256, 512}, four ranks at 512, two ranks x 128 rows at
+  // {256, 512}; fewer than those 26 means a config lost a K.
+  EXPECT_EQ(ran, 4 * compiled);
+  EXPECT_GE(compiled, 5 * 4 + 3 + 1 + 2);
   TileConfig two_wg;  // two consumer warpgroups
   for (int i = 0; i < (*k)->num_configs; ++i) {
     const TileConfig c = FromAbi((*k)->configs[i]);
