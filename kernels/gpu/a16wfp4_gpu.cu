@@ -2077,8 +2077,32 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     }
     CpAsyncCommit();
   };
+  // This thread's staged weight rows: r0 (A row 16 warp + lane / 4) and,
+  // with 64 rows, r0 + 8 (A row + 8); their scale bytes.
+  const int r0 = (kHalf ? 8 : 16) * warp + lane / 4;
+  uint32_t sc[kH][kG];
+  auto load_scales = [&]() {
+#pragma unroll
+    for (int h = 0; h < kH; ++h) {
+      const int64_t n = n0 + ROWS * wg + r0 + 8 * h;
+      const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn + k0 / 32;
+#pragma unroll
+      for (int gi = 0; gi < kG; ++gi) sc[h][gi] = n < p.N ? srow[gi] : 127u;  // past N: code 0 with scale 2^0
+    }
+  };
+  // The scale loads go out right behind the weight rows' copies, before
+  // the barrier init, so their address math and issue no longer sit
+  // between the barrier and the wait for the rows. Same-process A/B on the
+  // H200, two runs: 0.967-0.989 of the time on 11 of the 12 rows at
+  // M <= 1024 this kernel serves (geomean 0.983 / 0.980; the twelfth,
+  // DeepSeek-V3 K-up M = 1024 on two warpgroups, 1.006-1.009), level at
+  // M = 16384 (BENCHMARKS.md, "scale loads moved up with the weight rows").
+  // Flags bit 16 (MXVAL_RS_SCALES=late, read per call, for A/Bs): the order
+  // before, after the barrier init.
+  const bool scales_early = !((flags >> 16) & 1);
   if ((xexp & 4) && tid == kConsumers) PrefetchTensorMaps(xmap, ymap);
   if ((xexp & 1) && tid < kConsumers) issue_weights();
+  if (scales_early && tid < kConsumers) load_scales();
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       MbarInit(full + s, 1);
@@ -2129,17 +2153,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   MXVAL_WT_MARK(14, tid == 0);
   uint32_t wa[K / 16][4];
   {
-    // This thread's staged weight rows: r0 (A row 16 warp + lane / 4) and,
-    // with 64 rows, r0 + 8 (A row + 8).
-    const int r0 = (kHalf ? 8 : 16) * warp + lane / 4;
-    uint32_t sc[kH][kG];
-#pragma unroll
-    for (int h = 0; h < kH; ++h) {
-      const int64_t n = n0 + ROWS * wg + r0 + 8 * h;
-      const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn + k0 / 32;
-#pragma unroll
-      for (int gi = 0; gi < kG; ++gi) sc[h][gi] = n < p.N ? srow[gi] : 127u;  // past N: code 0 with scale 2^0
-    }
+    if (!scales_early) load_scales();
     MXVAL_WT_MARK(11, tid == 0);
     CpAsyncWait<0>();
     NamedBarrier(2 + wg, 128);
@@ -2828,6 +2842,7 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
   // 0 = the entry before 2026-12-03.
   flags |= EntryBits("MXVAL_RS_ENTRY", 15) << 4;
   if (const char* v = getenv("MXVAL_RS_XEARLY")) flags |= (atoi(v) & 15) << 8;  // read per call, for A/Bs
+  if (const char* v = getenv("MXVAL_RS_SCALES"); v != nullptr && strcmp(v, "late") == 0) flags |= 1 << 16;
 #if defined(MXVAL_RS_ABLATION)
   if (const char* v = getenv("MXVAL_RS_ABLATE")) flags |= (atoi(v) & 7) << 1;  // read per call
 #endif
