@@ -23,11 +23,20 @@
    launched in clusters of two (MXVAL_RS_CLUSTER=2), next to the shipped
    library, same process; the computing variants checked against fp32 first.
 
+6. Where the K-up y stores lose against the write probe (--parts pattern,
+   --probe-lib): y alone, written in a16wfp4_wgmma_rs's 128-row x 64-column
+   boxes by one 128-thread CTA per (column slice, batch), in four patterns
+   (the kernel's: the slices of a batch in step; staggered; every row's
+   columns from one CTA; fewer batches in flight at a time) by TMA stores at several staging depths and by
+   plain stores, next to the row-wise write probe, cuBLAS and the table's
+   config (bench/stream_probe.cu, mxval_tile_write_probe).
+
 Every timed window records its clocks and starts off the board's power cap, as
 in gpu_bench.py (--no-clocks / --no-settle turn that off).
 
 Usage: python3 bench/probe_bounds.py --lib build-gpu/lib/libmxval_cuda_kernels.so
        python3 bench/probe_bounds.py --lib ... --probe-lib .../libmxval_stream_probe.so --parts stream
+       python3 bench/probe_bounds.py --lib ... --probe-lib .../libmxval_stream_probe.so --parts pattern
 """
 import argparse
 import ctypes as C
@@ -57,6 +66,8 @@ def main():
     _lib, kernels = gb.load_kernels(args.lib)
     if "stream" in parts:
         stream_floor(args, kernels)
+    if "pattern" in parts:
+        write_patterns(args, kernels)
     if "ablate" in parts:
         ablate(args, kernels, gb.load_kernels(args.ablation_lib)[1])
     rs = gb.Ours(kernels["a16wfp4_wgmma_rs"][0])
@@ -183,6 +194,80 @@ def stream_floor(args, kernels):
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "copy_bw": bw, "rows": rows}, f, indent=1)
+
+
+# (label, pattern, engine, depth) of mxval_tile_write_probe: patterns 0
+# slices in step (the kernel's), 1 staggered, 2 full rows per CTA; engine 0
+# TMA stores with `depth` staging boxes, 1 plain stores.
+# 3 slices with F batches in flight instead of B (the 5th field).
+PATTERNS = [("tma slices d2", 0, 0, 2, 1), ("tma slices d4", 0, 0, 4, 1), ("tma slices d8", 0, 0, 8, 1),
+            ("tma stagger d2", 1, 0, 2, 1), ("tma rows d2", 2, 0, 2, 1), ("tma rows d8", 2, 0, 8, 1),
+            ("tma F=8", 3, 0, 2, 8), ("tma F=4", 3, 0, 2, 4), ("tma F=2", 3, 0, 2, 2), ("tma F=1", 3, 0, 2, 1),
+            ("st slices", 0, 1, 0, 1), ("st stagger", 1, 1, 0, 1), ("st rows", 2, 1, 0, 1), ("st F=4", 3, 1, 0, 4),
+            ("st F=1", 3, 1, 0, 1)]
+
+
+def write_patterns(args, kernels):
+    tile = C.CDLL(args.probe_lib).mxval_tile_write_probe
+    tile.restype = C.c_int
+    tile.argtypes = [C.c_int, C.c_int, C.c_int, C.c_int, C.c_void_p, C.c_longlong, C.c_longlong, C.c_int, C.c_int, C.c_int,
+                     C.c_void_p]
+    rows_probe = C.CDLL(args.probe_lib).mxval_stream_probe
+    rows_probe.restype = C.c_int
+    rows_probe.argtypes = [C.c_int, C.c_int, C.c_void_p, C.c_longlong, C.c_longlong, C.c_void_p, C.c_longlong,
+                           C.c_longlong, C.c_int, C.c_int, C.c_int, C.c_int, C.c_void_p]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    ours = {name: gb.Ours(k) for name, (k, _) in kernels.items()}
+    print("== y alone in the kernel's tile patterns (graph median us, 2 rounds, the faster; TB/s of y written)")
+    rows = []
+    for shape, M, N, K, probs, kname, cfg in large_m_cases(args.ms):
+        if "kup" not in shape:
+            del probs
+            continue
+        one, B = probs[0], probs[0].B
+
+        def call(q, spec):
+            y = q.y
+            if spec is None:  # the row-wise write probe (mode 0, 8 CTAs of 256 threads per SM)
+                a = (0, 8 * sms, q.x.data_ptr(), q.x.stride(0), q.x.stride(1), y.data_ptr(), y.stride(0), y.stride(1),
+                     B, M, K, N)
+                fn = rows_probe
+            else:
+                a = (spec[1], spec[2], spec[3], spec[4], y.data_ptr(), y.stride(0), y.stride(1), B, M, N)
+                fn = tile
+
+            def f():
+                rc = fn(*a, torch.cuda.current_stream().cuda_stream)
+                if rc:
+                    raise RuntimeError("probe: cuda error %d" % rc)
+            return f
+        specs = [("write rows", None)] + [(p[0], p) for p in PATTERNS]
+        row = {"shape": shape, "M": M, "N": N, "y_bytes": one.y.numel() * 2, "mxval_config": str(cfg)}
+        for label, spec in specs:  # every 16-byte chunk of y written? (poisoned first)
+            words = one.y_store.view(torch.int64).view(-1, 2)
+            words.fill_(0x5A5A_1234_A5A5_4321)
+            call(one, spec)()
+            torch.cuda.synchronize()
+            missed = int((words == 0x5A5A_1234_A5A5_4321).all(dim=1).sum())
+            if missed:
+                raise SystemExit("%s left %d chunks of y unwritten at %s M=%d" % (label, missed, shape, M))
+        timed = [("cublas", [gb.cublas_call(q) for q in probs]), ("mxval", [ours[kname].call(q, cfg) for q in probs])]
+        timed += [(label, [call(q, spec) for q in probs]) for label, spec in specs]
+        for label, _ in timed:
+            row[label] = []
+        for _ in range(2):
+            for label, calls in timed:
+                row[label].append(gb.time_calls(calls, True)["median"])
+        rows.append(row)
+        print("%-13s M=%5d y %.0f MB" % (shape, M, row["y_bytes"] / 1e6))
+        for label, _ in timed:
+            t = min(row[label])
+            print("   %-16s %8.1f us %5.2f TB/s" % (label, t, row["y_bytes"] / t / 1e6))
+        sys.stdout.flush()
+        del probs, one
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
 
 
 # (label, settings): MXVAL_RS_ABLATE bits drop the MMAs (1), the y stores (2),

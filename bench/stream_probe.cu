@@ -16,6 +16,34 @@
 // 128-row tiles -- was tried and dropped: without a copy engine and a ring
 // it measured its own load latency, 2-10x slower than the rows; the
 // ablation build of a16wfp4_wgmma_rs times our real traffic pattern instead.)
+//
+// mxval_tile_write_probe: y alone, written in a16wfp4_wgmma_rs's tiles
+// (boxes of 128 rows x 64 columns, 128 bytes per row) by one 128-thread CTA
+// per (column slice j, batch b), S = N / 64 slices; write-only, so no load
+// latency is measured. Patterns:
+//   0 "slices":    CTA (j, b) stores box j of every M tile of batch b, in M
+//                  order; the S CTAs of a batch write the same rows at about
+//                  the same time (the kernel's pattern at BLOCK_N = 64: its
+//                  N tiles stay in step, BENCHMARKS.md, twenty-third session).
+//   1 "staggered": the same boxes, CTA j starting at M tile j * T / S (mod T),
+//                  so the CTAs of a batch write different rows at a time.
+//   2 "full rows": CTA (j, b) owns M tiles [j T / S, (j + 1) T / S) of batch b
+//                  and stores all S boxes of each: every row's N columns
+//                  leave one SM back to back.
+//   3 "frontiers": the same boxes as 0; the B CTAs of a slice form F groups,
+//                  group f walks batches f, f + F, ... one after the other
+//                  and its B / F CTAs split each batch's M tiles, so F
+//                  batches (F write fronts) are in flight instead of B
+//                  (pattern 0 is F = B): what a kernel that rebuilds its
+//                  weights per batch could write like.
+// On the H200 (BENCHMARKS.md, twenty-fourth session) pattern 0 was the best
+// but F = 1 (68.2 against 65.8 us for 268 MB; the row-wise probe 63.0), and
+// a kernel walking batches lost far more to its switches than that.
+// Engines: 0 = TMA (cp.async.bulk.tensor stores of 128-byte-swizzled boxes
+// from shared memory, `depth` staging boxes: a box is reused once its store
+// has read it, as the kernel's epilogue does with depth 2); 1 = plain
+// 16-byte st.global by the 128 threads (8 lanes per 128-byte row piece).
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -90,7 +118,137 @@ cudaError_t LaunchRows(int grid, const uint8_t* x, int64_t sxb, int64_t sxm, uin
   return cudaGetLastError();
 }
 
+constexpr int kBoxRows = 128, kBoxBytes = kBoxRows * 128;
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Step i of CTA (j, g) in `pattern`, with S slices, T M tiles per batch, B
+// batches and F frontiers: {M tile, column box, batch}.
+struct TileWalk {
+  int pattern, S, T, B, F, j, g;
+  __device__ int PerBatch() const { return (T - g / F + B / F - 1) / (B / F); }
+  __device__ int Steps() const {
+    if (pattern == 2) return (T / S + (j < T % S)) * S;
+    if (pattern == 3) return (B / F) * PerBatch();
+    return T;
+  }
+  __device__ int3 At(int i) const {
+    if (pattern == 0) return make_int3(i, j, g);
+    if (pattern == 1) return make_int3((i + j * (T / S)) % T, j, g);
+    if (pattern == 3) {  // group g % F walks batches g % F, + F, ...; its B / F CTAs per slice split each batch's tiles
+      const int per = PerBatch(), P = B / F;
+      return make_int3(g / F + (i % per) * P, j, g % F + (i / per) * F);
+    }
+    const int first = j * (T / S) + min(j, T % S);  // full rows: S boxes per M tile of the CTA's range
+    return make_int3(first + i / S, i % S, g);
+  }
+};
+
+template <int kDepth>
+__global__ void __launch_bounds__(128) TileWriteTma(const __grid_constant__ CUtensorMap map, int pattern, int S, int T,
+                                                    int F) {
+  extern __shared__ uint8_t raw[];
+  uint8_t* stage = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
+  for (int i = threadIdx.x; i < kDepth * kBoxBytes / 16; i += 128) {
+    reinterpret_cast<uint4*>(stage)[i] = make_uint4(i, blockIdx.x, blockIdx.y, 0x3f80u);
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  const TileWalk w{pattern, S, T, static_cast<int>(gridDim.y), F, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  const int steps = w.Steps();
+  for (int i = 0; i < steps; ++i) {
+    const int3 t = w.At(i);
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kDepth - 1) : "memory");
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                     reinterpret_cast<uint64_t>(&map)),
+                 "r"(SmemAddr(stage + (i % kDepth) * kBoxBytes)), "r"(t.y * 64), "r"(t.x * kBoxRows),
+                 "r"(t.z)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+  }
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
+__global__ void __launch_bounds__(128) TileWritePlain(uint8_t* __restrict__ y, int64_t syb, int64_t sym, int pattern,
+                                                      int S, int T, int M, int F) {
+  const TileWalk w{pattern, S, T, static_cast<int>(gridDim.y), F, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y)};
+  const int steps = w.Steps();
+  const int lane_chunk = threadIdx.x % 8, row0 = threadIdx.x / 8;  // 16 rows per pass
+  for (int i = 0; i < steps; ++i) {
+    const int3 t = w.At(i);
+    uint8_t* yb = y + t.z * syb;
+    const uint4 v = make_uint4(i, blockIdx.x, blockIdx.y, 0x3f80u);
+#pragma unroll
+    for (int r = row0; r < kBoxRows; r += 16) {
+      const int m = t.x * kBoxRows + r;
+      if (m < M) St16(yb + m * sym + t.y * 128 + lane_chunk * 16, v);
+    }
+  }
+}
+
+using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
 }  // namespace
+
+// Returns 0 on success, a cudaError_t otherwise (cudaErrorInvalidValue for a
+// shape or setting the probe does not cover). y is (B, M, N) bf16 with
+// strides syb, sym in elements and contiguous rows; N a multiple of 64.
+extern "C" __attribute__((visibility("default"))) int mxval_tile_write_probe(int pattern, int engine, int depth,
+                                                                             int frontiers, void* y, long long syb, long long sym,
+                                                                             int B, int M, int N, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (pattern == 3 && (frontiers <= 0 || B % frontiers)) return cudaErrorInvalidValue;
+  if (pattern < 0 || pattern > 3 || B <= 0 || B > 65535 || M <= 0 || N <= 0 || N % 64 || N > 64 * 1024) {
+    return cudaErrorInvalidValue;
+  }
+  const int S = N / 64, T = (M + kBoxRows - 1) / kBoxRows;
+  if (pattern == 2 && T < S) return cudaErrorInvalidValue;
+  const dim3 grid(S, B);
+  if (engine == 1) {
+    TileWritePlain<<<grid, 128, 0, s>>>(static_cast<uint8_t*>(y), syb * 2, sym * 2, pattern, S, T, M, frontiers);
+    return cudaGetLastError();
+  }
+  if (engine != 0) return cudaErrorInvalidValue;
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    return cudaErrorNotSupported;
+  }
+  CUtensorMap map;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(N), static_cast<cuuint64_t>(M), static_cast<cuuint64_t>(B)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(sym) * 2, static_cast<cuuint64_t>(syb) * 2};
+  const cuuint32_t box[3] = {64, kBoxRows, 1}, estr[3] = {1, 1, 1};
+  if (reinterpret_cast<EncodeFn>(f)(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, y, dims, strides, box, estr,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    return cudaErrorInvalidValue;
+  }
+  const size_t smem = 1024 + static_cast<size_t>(depth) * kBoxBytes;
+  switch (depth) {
+#define MXVAL_PROBE_DEPTH(D)                                                                          \
+  case D:                                                                                            \
+    if (cudaFuncSetAttribute(TileWriteTma<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) {  \
+      return cudaGetLastError();                                                                     \
+    }                                                                                                \
+    TileWriteTma<D><<<grid, 128, smem, s>>>(map, pattern, S, T, frontiers);                                \
+    break;
+    MXVAL_PROBE_DEPTH(1)
+    MXVAL_PROBE_DEPTH(2)
+    MXVAL_PROBE_DEPTH(4)
+    MXVAL_PROBE_DEPTH(8)
+#undef MXVAL_PROBE_DEPTH
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
 
 // Returns 0 on success, a cudaError_t otherwise (cudaErrorInvalidValue for a
 // shape or mode the probe does not cover). Strides are in bf16 elements.
