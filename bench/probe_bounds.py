@@ -128,14 +128,16 @@ def main():
 PROBES = [("write y", 0, 8), ("read x", 2, 8), ("rows x+y", 1, 8), ("rows x+y 1/SM", 1, 1)]
 
 
-def large_m_cases(ms):
+def large_m_cases(ms, ops=("kup", "vup")):
     """Yields (shape name, M, N, K, the rotating input sets, the table's kernel
-    name and config) for each model shape and M, the sets sized as
-    gpu_bench.py sizes them."""
+    name and config) for each model shape of an op in `ops` and each M, the
+    sets sized as gpu_bench.py sizes them."""
     table = json.load(open(os.path.join(os.path.dirname(__file__), "..", "kernels", "configs", "sm_90a.json")))
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1)
     for (preset, op, B, N, K, strided, bmaj) in gb.SHAPES:
+        if op not in ops:
+            continue
         for M in [int(m) for m in ms.split(",")]:
             probs = gb.rotating_sets(op, B, M, N, K, strided, bmaj, gen)
             _entry, kname, cfg = gb.table_lookup(table, op, M, N, K)
@@ -220,10 +222,7 @@ def write_patterns(args, kernels):
     ours = {name: gb.Ours(k) for name, (k, _) in kernels.items()}
     print("== y alone in the kernel's tile patterns (graph median us, 2 rounds, the faster; TB/s of y written)")
     rows = []
-    for shape, M, N, K, probs, kname, cfg in large_m_cases(args.ms):
-        if "kup" not in shape:
-            del probs
-            continue
+    for shape, M, N, K, probs, kname, cfg in large_m_cases(args.ms, ops=("kup",)):
         one, B = probs[0], probs[0].B
 
         def call(q, spec):
