@@ -31,12 +31,22 @@
    plain stores, next to the row-wise write probe, cuBLAS and the table's
    config (bench/stream_probe.cu, mxval_tile_write_probe).
 
+7. Where the K-up x copies lose against the read probe (--parts xread,
+   --probe-lib): x alone, read by TMA into a ring the way a16wfp4_wgmma_rs's
+   producer reads it (boxes of 64 elements x R rows, one thread per CTA, S =
+   N / 64 CTAs per batch), with every CTA of a batch reading all of its x
+   (the kernel's: x crosses from L2 into shared memory S times) or each
+   reading 1/S of it, at several ring depths and box heights, from the
+   strided x and from a contiguous copy, next to the row-wise read probe,
+   cuBLAS and the table's config (bench/stream_probe.cu, mxval_tile_read_probe).
+
 Every timed window records its clocks and starts off the board's power cap, as
 in gpu_bench.py (--no-clocks / --no-settle turn that off).
 
 Usage: python3 bench/probe_bounds.py --lib build-gpu/lib/libmxval_cuda_kernels.so
        python3 bench/probe_bounds.py --lib ... --probe-lib .../libmxval_stream_probe.so --parts stream
        python3 bench/probe_bounds.py --lib ... --probe-lib .../libmxval_stream_probe.so --parts pattern
+       python3 bench/probe_bounds.py --lib ... --probe-lib .../libmxval_stream_probe.so --parts xread
 """
 import argparse
 import ctypes as C
@@ -68,6 +78,8 @@ def main():
         stream_floor(args, kernels)
     if "pattern" in parts:
         write_patterns(args, kernels)
+    if "xread" in parts:
+        x_reads(args, kernels)
     if "ablate" in parts:
         ablate(args, kernels, gb.load_kernels(args.ablation_lib)[1])
     rs = gb.Ours(kernels["a16wfp4_wgmma_rs"][0])
@@ -146,11 +158,40 @@ def large_m_cases(ms, ops=("kup", "vup")):
             torch.cuda.empty_cache()
 
 
+def probe_fns(path):
+    """The probe library's entry points (bench/stream_probe.cu), typed: the
+    row-wise stream probe, the tile write probe, the tile read probe."""
+    lib = C.CDLL(path)
+    i, p, ll = C.c_int, C.c_void_p, C.c_longlong
+    rows, write, read = lib.mxval_stream_probe, lib.mxval_tile_write_probe, lib.mxval_tile_read_probe
+    rows.argtypes = [i, i, p, ll, ll, p, ll, ll, i, i, i, i, p]
+    write.argtypes = [i, i, i, i, p, ll, ll, i, i, i, p]
+    read.argtypes = [i, i, i, i, i, p, ll, ll, i, i, i, p]
+    for f in (rows, write, read):
+        f.restype = i
+    return rows, write, read
+
+
+def launcher(fn, a):
+    """A call of probe entry point fn with arguments a on the current stream."""
+    def f():
+        rc = fn(*a, torch.cuda.current_stream().cuda_stream)
+        if rc:
+            raise RuntimeError("probe: cuda error %d" % rc)
+    return f
+
+
+def time_rounds(row, timed, rounds=2):
+    """row[label] = the graph medians of `rounds` rounds over every (label, calls) in timed, interleaved."""
+    for label, _ in timed:
+        row[label] = []
+    for _ in range(rounds):
+        for label, calls in timed:
+            row[label].append(gb.time_calls(calls, True)["median"])
+
+
 def stream_floor(args, kernels):
-    probe = C.CDLL(args.probe_lib).mxval_stream_probe
-    probe.restype = C.c_int
-    probe.argtypes = [C.c_int, C.c_int, C.c_void_p, C.c_longlong, C.c_longlong, C.c_void_p, C.c_longlong,
-                      C.c_longlong, C.c_int, C.c_int, C.c_int, C.c_int, C.c_void_p]
+    probe = probe_fns(args.probe_lib)[0]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     bw, _rate = gb.measure_roofline()
     ours = {name: gb.Ours(k) for name, (k, _) in kernels.items()}
@@ -210,14 +251,7 @@ PATTERNS = [("tma slices d2", 0, 0, 2, 1), ("tma slices d4", 0, 0, 4, 1), ("tma 
 
 
 def write_patterns(args, kernels):
-    tile = C.CDLL(args.probe_lib).mxval_tile_write_probe
-    tile.restype = C.c_int
-    tile.argtypes = [C.c_int, C.c_int, C.c_int, C.c_int, C.c_void_p, C.c_longlong, C.c_longlong, C.c_int, C.c_int, C.c_int,
-                     C.c_void_p]
-    rows_probe = C.CDLL(args.probe_lib).mxval_stream_probe
-    rows_probe.restype = C.c_int
-    rows_probe.argtypes = [C.c_int, C.c_int, C.c_void_p, C.c_longlong, C.c_longlong, C.c_void_p, C.c_longlong,
-                           C.c_longlong, C.c_int, C.c_int, C.c_int, C.c_int, C.c_void_p]
+    rows_probe, tile, _read = probe_fns(args.probe_lib)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     ours = {name: gb.Ours(k) for name, (k, _) in kernels.items()}
     print("== y alone in the kernel's tile patterns (graph median us, 2 rounds, the faster; TB/s of y written)")
@@ -234,12 +268,7 @@ def write_patterns(args, kernels):
             else:
                 a = (spec[1], spec[2], spec[3], spec[4], y.data_ptr(), y.stride(0), y.stride(1), B, M, N)
                 fn = tile
-
-            def f():
-                rc = fn(*a, torch.cuda.current_stream().cuda_stream)
-                if rc:
-                    raise RuntimeError("probe: cuda error %d" % rc)
-            return f
+            return launcher(fn, a)
         specs = [("write rows", None)] + [(p[0], p) for p in PATTERNS]
         row = {"shape": shape, "M": M, "N": N, "y_bytes": one.y.numel() * 2, "mxval_config": str(cfg)}
         for label, spec in specs:  # every 16-byte chunk of y written? (poisoned first)
@@ -252,11 +281,7 @@ def write_patterns(args, kernels):
                 raise SystemExit("%s left %d chunks of y unwritten at %s M=%d" % (label, missed, shape, M))
         timed = [("cublas", [gb.cublas_call(q) for q in probs]), ("mxval", [ours[kname].call(q, cfg) for q in probs])]
         timed += [(label, [call(q, spec) for q in probs]) for label, spec in specs]
-        for label, _ in timed:
-            row[label] = []
-        for _ in range(2):
-            for label, calls in timed:
-                row[label].append(gb.time_calls(calls, True)["median"])
+        time_rounds(row, timed)
         rows.append(row)
         print("%-13s M=%5d y %.0f MB" % (shape, M, row["y_bytes"] / 1e6))
         for label, _ in timed:
@@ -264,6 +289,68 @@ def write_patterns(args, kernels):
             print("   %-16s %8.1f us %5.2f TB/s" % (label, t, row["y_bytes"] / t / 1e6))
         sys.stdout.flush()
         del probs, one
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+
+
+# (label, pattern, ring depth, box rows, 256-byte L2 promotion, contiguous x)
+# of mxval_tile_read_probe: pattern 0 every CTA of a batch reads all of its
+# x (the kernel's), 1 CTA j of S reads the M tiles j, j + S, ..., 2 the S
+# CTAs of a batch are a cluster and multicast R / S rows of each box each;
+# 3 and 4 are 0 and 1 with one copy per M tile (all K chunks) instead of
+# one per 64-wide chunk.
+READS = [("shared d8 r128", 0, 8, 128, 0, False), ("shared d4 r128", 0, 4, 128, 0, False),
+         ("shared d12 r128", 0, 12, 128, 0, False), ("shared d16 r64", 0, 16, 64, 0, False),
+         ("shared d4 r256", 0, 4, 256, 0, False), ("shared d8 r128 p256", 0, 8, 128, 1, False),
+         ("split d8 r128", 1, 8, 128, 0, False), ("split d4 r128", 1, 4, 128, 0, False),
+         ("split d4 r256", 1, 4, 256, 0, False), ("split d8 r128 p256", 1, 8, 128, 1, False),
+         ("shared d8 r128 contig", 0, 8, 128, 1, True), ("split d8 r128 contig", 1, 8, 128, 1, True),
+         ("mcast d8 r128", 2, 8, 128, 0, False), ("mcast d12 r128", 2, 12, 128, 0, False),
+         ("mcast d4 r256", 2, 4, 256, 0, False), ("shared d4 r128 1/tile", 3, 4, 128, 0, False),
+         ("split d4 r128 1/tile", 4, 4, 128, 0, False), ("shared d2 r128 1/tile", 3, 2, 128, 0, False)]
+
+
+def x_reads(args, kernels):
+    rows_probe, _write, tile = probe_fns(args.probe_lib)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    ours = {name: gb.Ours(k) for name, (k, _) in kernels.items()}
+    print("== x alone, read by TMA in the kernel's pattern (graph median us, 2 rounds, the faster; TB/s of x read)")
+    rows = []
+    for shape, M, N, K, probs, kname, cfg in large_m_cases(args.ms, ops=("kup",)):
+        one, B, S = probs[0], probs[0].B, N // 64
+        contig = [q.x.contiguous() for q in probs]  # (B, M, K), rows K apart
+
+        def call(q, i, spec):
+            x = contig[i] if spec is not None and spec[5] else q.x
+            if spec is None:  # the row-wise read probe (mode 2, 8 CTAs of 256 threads per SM)
+                a = (2, 8 * sms, x.data_ptr(), x.stride(0), x.stride(1), q.y.data_ptr(), q.y.stride(0), q.y.stride(1),
+                     B, M, K, N)
+                fn = rows_probe
+            else:
+                a = (spec[1], spec[2], spec[3], S, spec[4], x.data_ptr(), x.stride(0), x.stride(1), B, M, K)
+                fn = tile
+            return launcher(fn, a)
+        specs = [("read rows", None)] + [(r[0], r) for r in READS]
+        for label, spec in list(specs):  # every setting launches (one the driver refuses is dropped, said so)
+            try:
+                call(one, 0, spec)()
+            except RuntimeError as e:
+                print("   %-22s refused: %s" % (label, e))
+                specs.remove((label, spec))
+        torch.cuda.synchronize()
+        x_bytes = B * M * K * 2
+        row = {"shape": shape, "M": M, "N": N, "K": K, "x_bytes": x_bytes, "mxval_config": str(cfg)}
+        timed = [("cublas", [gb.cublas_call(q) for q in probs]), ("mxval", [ours[kname].call(q, cfg) for q in probs])]
+        timed += [(label, [call(q, i, spec) for i, q in enumerate(probs)]) for label, spec in specs]
+        time_rounds(row, timed)
+        rows.append(row)
+        print("%-13s M=%5d x %.0f MB (S = %d CTAs per batch)" % (shape, M, x_bytes / 1e6, S))
+        for label, _ in timed:
+            t = min(row[label])
+            print("   %-22s %8.1f us %5.2f TB/s" % (label, t, x_bytes / t / 1e6))
+        sys.stdout.flush()
+        del probs, one, contig
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)

@@ -15,7 +15,8 @@
 // (A tile-pattern mode -- 128-thread CTAs owning BLOCK_N columns, walking
 // 128-row tiles -- was tried and dropped: without a copy engine and a ring
 // it measured its own load latency, 2-10x slower than the rows; the
-// ablation build of a16wfp4_wgmma_rs times our real traffic pattern instead.)
+// ablation build of a16wfp4_wgmma_rs times our real traffic pattern instead;
+// mxval_tile_read_probe below has the copy engine and the ring.)
 //
 // mxval_tile_write_probe: y alone, written in a16wfp4_wgmma_rs's tiles
 // (boxes of 128 rows x 64 columns, 128 bytes per row) by one 128-thread CTA
@@ -43,6 +44,33 @@
 // from shared memory, `depth` staging boxes: a box is reused once its store
 // has read it, as the kernel's epilogue does with depth 2); 1 = plain
 // 16-byte st.global by the 128 threads (8 lanes per 128-byte row piece).
+//
+// mxval_tile_read_probe: x alone, read the way a16wfp4_wgmma_rs's producer
+// reads it -- TMA loads of 128-byte-swizzled boxes (64 elements of K x R
+// rows of M, one batch) into a ring of `depth` stages, each stage reissued
+// once its bytes have landed (an mbarrier per stage) -- by one thread per
+// CTA, S CTAs per batch (grid S x B, the kernel's at BLOCK_N = 64: S = N / 64),
+// nothing else: no consumers, no MMAs, no y. Patterns:
+//   0 "shared": every CTA of a batch reads all of the batch's x (the
+//               kernel's: its S column slices each need every x row, so x
+//               crosses from L2 into shared memory S times);
+//   1 "split":  CTA j reads the M tiles t with t % S == j, so x crosses once
+//               with the same grid, and the S CTAs of a batch read
+//               neighbouring tiles at a time.
+//   2 "multicast": the S CTAs of a batch form a cluster; CTA j loads rows
+//               [j R / S, (j + 1) R / S) of every box and multicasts them to
+//               all S, so x crosses from L2 once and every CTA still gets
+//               all of it. A stage is reloaded once it has landed in every
+//               CTA of the cluster (each CTA arrives on all S CTAs' `empty`
+//               barrier of the stage as soon as it has landed there), as a
+//               kernel's ring would have to.
+//   3, 4: patterns 0 and 1 with one load per M tile instead of one per
+//               64-wide K chunk: a 4-d map (64 elements, M, K / 64 chunks
+//               128 bytes apart, B) and boxes of 64 x R x K / 64, landing as
+//               the K / 64 chunk boxes one after the other (the same shared
+//               layout, a third or half as many copies).
+// R (box rows) 64, 128 or 256; depth x R x 128 bytes of shared memory (x K
+// / 64 for patterns 3 and 4).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -189,9 +217,127 @@ __global__ void __launch_bounds__(128) TileWritePlain(uint8_t* __restrict__ y, i
   }
 }
 
+__device__ __forceinline__ void WaitParity(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
+                 : "=r"(done)
+                 : "r"(SmemAddr(bar)), "r"(parity)
+                 : "memory");
+  }
+}
+
+// One thread per CTA keeps `kDepth` box loads in flight: step n goes to
+// stage n % kDepth once that stage's previous load has landed.
+template <int kDepth, int kR>
+__global__ void __launch_bounds__(32) TileReadTma(const __grid_constant__ CUtensorMap map, int pattern, int S, int T,
+                                                  int kc) {
+  const bool whole = pattern >= 3;  // one load per M tile (4-d map)
+  const int per = whole ? kc : 1;   // K chunks per load
+  if (whole) pattern -= 3, kc = 1;
+  extern __shared__ uint8_t raw[];
+  __shared__ uint64_t full[kDepth];
+  uint8_t* stage = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
+  if (threadIdx.x != 0) return;
+  for (int i = 0; i < kDepth; ++i) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(SmemAddr(full + i)) : "memory");
+  }
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  const int j = blockIdx.x, b = blockIdx.y;
+  const int tiles = pattern == 1 ? (T - j + S - 1) / S : T;  // split: tiles j, j + S, ...
+  const int steps = tiles * kc;
+  auto wait = [&](int n) { WaitParity(full + n % kDepth, (n / kDepth) & 1); };  // the load of step n has landed
+  for (int n = 0; n < steps; ++n) {
+    if (n >= kDepth) wait(n - kDepth);
+    const int t = pattern == 1 ? j + (n / kc) * S : n / kc, c = n % kc;
+    uint64_t* bar = full + n % kDepth;
+    const uint32_t dst = SmemAddr(stage + (n % kDepth) * kR * 128 * per);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(bar)), "r"(kR * 128 * per)
+                 : "memory");
+    if (whole) {
+      asm volatile(
+          "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+          "[%6];\n" ::"r"(dst),
+          "l"(reinterpret_cast<uint64_t>(&map)), "r"(0), "r"(t * kR), "r"(0), "r"(b), "r"(SmemAddr(bar))
+          : "memory");
+    } else {
+      asm volatile(
+          "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+              dst),
+          "l"(reinterpret_cast<uint64_t>(&map)), "r"(c * 64), "r"(t * kR), "r"(b), "r"(SmemAddr(bar))
+          : "memory");
+    }
+  }
+  for (int n = steps > kDepth ? steps - kDepth : 0; n < steps; ++n) wait(n);
+}
+
+// Pattern 2: clusters of S CTAs (one batch's), each loading R / S rows of
+// every box and multicasting them to the whole cluster. Lane 0 of warp 0
+// issues the loads; lane 0 of warp 1 stands in for a kernel's consumers:
+// as soon as a stage has landed here it arrives on that stage's `empty`
+// barrier in every CTA of the cluster.
+template <int kDepth, int kR>
+__global__ void __launch_bounds__(64) TileReadMulticast(const __grid_constant__ CUtensorMap map, int S, int T, int kc) {
+  extern __shared__ uint8_t raw[];
+  __shared__ uint64_t full[kDepth], empty[kDepth];
+  uint8_t* stage = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kDepth; ++i) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(SmemAddr(full + i)) : "memory");
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(empty + i)), "r"(S) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  // No remote copy or arrival before every CTA's barriers are initialized.
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  const int steps = T * kc;
+  if (threadIdx.x == 0) {
+    const int b = blockIdx.y, slice = kR / S;
+    const uint16_t mask = static_cast<uint16_t>((1u << S) - 1);
+    for (int n = 0; n < steps; ++n) {
+      const int st = n % kDepth;
+      if (n >= kDepth) WaitParity(empty + st, ((n - kDepth) / kDepth) & 1);  // landed in every CTA of the cluster
+      const int t = n / kc, c = n % kc;
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(SmemAddr(full + st)), "r"(kR * 128)
+                   : "memory");
+      asm volatile(
+          "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+          "%3, %4}], [%5], %6;\n" ::"r"(SmemAddr(stage + st * kR * 128 + static_cast<int>(rank) * slice * 128)),
+          "l"(reinterpret_cast<uint64_t>(&map)), "r"(c * 64), "r"(t * kR + static_cast<int>(rank) * slice), "r"(b),
+          "r"(SmemAddr(full + st)), "h"(mask)
+          : "memory");
+    }
+  } else if (threadIdx.x == 32) {
+    for (int n = 0; n < steps; ++n) {
+      WaitParity(full + n % kDepth, (n / kDepth) & 1);
+      for (int r = 0; r < S; ++r) {
+        uint32_t remote;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(SmemAddr(empty + n % kDepth)), "r"(r));
+        asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+      }
+    }
+  }
+  __syncwarp();
+  // Every remote arrival and copy into this CTA is done before any CTA exits.
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
 using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// cuTensorMapEncodeTiled from the driver, or null.
+EncodeFn Encoder() {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<EncodeFn>(f);
+}
 
 }  // namespace
 
@@ -214,17 +360,13 @@ extern "C" __attribute__((visibility("default"))) int mxval_tile_write_probe(int
     return cudaGetLastError();
   }
   if (engine != 0) return cudaErrorInvalidValue;
-  void* f = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess) {
-    return cudaErrorNotSupported;
-  }
+  const EncodeFn encode = Encoder();
+  if (encode == nullptr) return cudaErrorNotSupported;
   CUtensorMap map;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(N), static_cast<cuuint64_t>(M), static_cast<cuuint64_t>(B)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(sym) * 2, static_cast<cuuint64_t>(syb) * 2};
   const cuuint32_t box[3] = {64, kBoxRows, 1}, estr[3] = {1, 1, 1};
-  if (reinterpret_cast<EncodeFn>(f)(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, y, dims, strides, box, estr,
+  if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, y, dims, strides, box, estr,
                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
@@ -248,6 +390,71 @@ extern "C" __attribute__((visibility("default"))) int mxval_tile_write_probe(int
       return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+// Returns 0 on success, a cudaError_t otherwise (cudaErrorInvalidValue for a
+// setting the probe does not cover). x is (B, M, K) bf16 with strides sxb,
+// sxm in elements and contiguous rows, K a multiple of 64; promo256: the
+// map's L2 promotion is 256 bytes (else 128, the kernel's for a strided x).
+extern "C" __attribute__((visibility("default"))) int mxval_tile_read_probe(int pattern, int depth, int rows, int S,
+                                                                            int promo256, const void* x, long long sxb,
+                                                                            long long sxm, int B, int M, int K,
+                                                                            void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (pattern < 0 || pattern > 4 || S <= 0 || S > 64 || B <= 0 || B > 65535 || M <= 0 || K <= 0 || K % 64 ||
+      K > 1024 || (pattern == 2 && (S > 8 || rows % S || (rows / S) % 8))) {
+    return cudaErrorInvalidValue;
+  }
+  const EncodeFn encode = Encoder();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  CUtensorMap map;
+  const bool whole = pattern >= 3;
+  const cuuint32_t rank = whole ? 4 : 3;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(whole ? 64 : K), static_cast<cuuint64_t>(M),
+                              static_cast<cuuint64_t>(whole ? K / 64 : B), static_cast<cuuint64_t>(B)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sxm) * 2, static_cast<cuuint64_t>(whole ? 128 : sxb * 2),
+                                 static_cast<cuuint64_t>(sxb) * 2};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(pattern == 2 ? rows / S : rows),
+                             static_cast<cuuint32_t>(whole ? K / 64 : 1), 1};
+  const cuuint32_t estr[4] = {1, 1, 1, 1};
+  if (encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(x), dims, strides, box,
+                                    estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    promo256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    return cudaErrorInvalidValue;
+  }
+  const int T = (M + rows - 1) / rows, kc = K / 64;
+  const dim3 grid(S, B);
+  const size_t smem = 1024 + static_cast<size_t>(depth) * rows * 128 * (whole ? kc : 1);
+#define MXVAL_READ_PROBE(D, R)                                                                            \
+  if (depth == D && rows == R && pattern == 2) {                                                          \
+    if (cudaFuncSetAttribute(TileReadMulticast<D, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) { \
+      return cudaGetLastError();                                                                          \
+    }                                                                                                     \
+    cudaLaunchConfig_t cfg = {};                                                                          \
+    cudaLaunchAttribute attr[1];                                                                          \
+    attr[0].id = cudaLaunchAttributeClusterDimension;                                                     \
+    attr[0].val.clusterDim.x = S, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;             \
+    cfg.gridDim = grid, cfg.blockDim = dim3(64), cfg.dynamicSmemBytes = smem, cfg.stream = s;            \
+    cfg.attrs = attr, cfg.numAttrs = 1;                                                                   \
+    return cudaLaunchKernelEx(&cfg, TileReadMulticast<D, R>, map, S, T, kc);                              \
+  }                                                                                                       \
+  if (depth == D && rows == R) {                                                                          \
+    if (cudaFuncSetAttribute(TileReadTma<D, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) {        \
+      return cudaGetLastError();                                                                          \
+    }                                                                                                     \
+    TileReadTma<D, R><<<grid, 32, smem, s>>>(map, pattern, S, T, kc);                                     \
+    return cudaGetLastError();                                                                            \
+  }
+  MXVAL_READ_PROBE(2, 128)
+  MXVAL_READ_PROBE(4, 128)
+  MXVAL_READ_PROBE(8, 128)
+  MXVAL_READ_PROBE(12, 128)
+  MXVAL_READ_PROBE(8, 64)
+  MXVAL_READ_PROBE(16, 64)
+  MXVAL_READ_PROBE(4, 256)
+#undef MXVAL_READ_PROBE
+  return cudaErrorInvalidValue;
 }
 
 // Returns 0 on success, a cudaError_t otherwise (cudaErrorInvalidValue for a
