@@ -7,6 +7,7 @@ interleaved A, B, A, B so that drift hits both alike.
 
 Usage: python3 bench/ab_libs.py --a OLD.so [--b NEW.so] [--env-a K=V,...] [--env-b K=V,...]
                                 [--table T.json] [--table-b T2.json] [--ms 256,1024,4096] [--rounds 2]
+                                [--shapes dsv3-tp8/kup,...]
 --b defaults to --a and --table-b to --table; --env-a / --env-b are set while
 that side's calls are captured (the kernels read their A/B knobs, e.g.
 MXVAL_WGMMA_RING, per call). Each round's SM clock (NVML, bench/gpu_clocks.py)
@@ -36,6 +37,7 @@ def main():
     ap.add_argument("--table", default=os.path.join(os.path.dirname(__file__), "..", "kernels", "configs", "sm_90a.json"))
     ap.add_argument("--table-b", default=None, help="side B's dispatch table (default: --table)")
     ap.add_argument("--ms", default="256,1024,4096")
+    ap.add_argument("--shapes", default="all", help="comma-separated preset/op names (e.g. dsv3-tp8/kup), or all")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-clocks", action="store_true")
     ap.add_argument("--no-settle", action="store_true")
@@ -53,6 +55,8 @@ def main():
     rows = []
     print("%-14s %5s %-30s %s" % ("shape", "M", "config (B's)", "  ".join("A%d     B%d    " % (i, i) for i in range(args.rounds))))
     for (preset, op, B, N, K, strided, bmaj) in gb.SHAPES:
+        if args.shapes != "all" and "%s/%s" % (preset, op) not in args.shapes.split(","):
+            continue
         for M in [int(m) for m in args.ms.split(",")]:
             picks = {name: gb.table_lookup(tables[name], op, M, N, K)[1:] for name in ("A", "B")}
             kname, cfg = picks["B"]

@@ -377,6 +377,35 @@ SHAPES = [("glm5-tp4", "kup", 16, 512, 192, True, False), ("glm5-tp4", "vup", 16
           ("dsv3-tp8", "kup", 16, 512, 128, True, False), ("dsv3-tp8", "vup", 16, 128, 512, False, True)]
 
 
+def add_probe_args(ap, out):
+    """The arguments the same-bytes probes (batch_locality.py, layout_probe.py) share."""
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--table", default=os.path.join(os.path.dirname(__file__), "..", "kernels", "configs", "sm_90a.json"))
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-clocks", action="store_true")
+    ap.add_argument("--out", default=out)
+
+
+def start_probe(args, seed):
+    """Clocks on (settled windows), the library's kernels, the table, a seeded
+    generator and the benchmark's shapes by name, for add_probe_args' args."""
+    open_clocks(args.no_clocks, True)
+    _lib, kernels = load_kernels(args.lib)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    return kernels, json.load(open(args.table)), gen, {"%s/%s" % (s[0], s[1]): s for s in SHAPES}
+
+
+def checked_run(call, p):
+    """Poisons p.y, runs `call` once and returns its relative error against an
+    fp32 torch reference (NaN, i.e. a failed check, if an element was left unwritten)."""
+    p.y.fill_(float("nan"))
+    call()
+    torch.cuda.synchronize()
+    ref = torch.bmm(p.x.float(), p.w_bf16.float().transpose(1, 2))
+    return float((p.y.float() - ref).norm() / ref.norm())
+
+
 def save_results(results, path, complete):
     """Writes the JSON atomically; called after every row so that a run cut
     off by a time limit (or a machine taken away) keeps what it measured."""
