@@ -50,7 +50,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import gpu_bench as gb  # noqa: E402
 
-SLOTS = 16
+SLOTS = 20  # kTraceSlots in kernels/gpu/a16wfp4_gpu.cu
 PHASES = [("init", 0, 1), ("panel", 1, 2), ("p.entry", 1, 14), ("p.issue", 14, 11), ("p.wait", 11, 12), ("p.deq", 12, 13),
           ("p.sync", 13, 2), ("x wait", 2, 3), ("chunks", 3, 4), ("mma", 4, 5), ("epi", 5, 6),
           ("rest", 6, 9), ("1st tile", 1, 5)]
@@ -157,6 +157,27 @@ def trace_one(copy, buf, calls, name, M, cfg, variant, results, phases=PHASES, g
                 out["exit_spread_us"] = spread
                 print("    exit spread within an (M group, batch) of %d N tiles: median %.2f us, p90 %.2f, max %.2f "
                       "(%d groups)" % (grid_x, q(spread, 0.5), q(spread, 0.9), spread[-1], len(spread)))
+            # Progress across the (M group, batch) groups (a16wfp4_wgmma_rs
+            # only: slots 16-18 are the global timer as a CTA starts tiles
+            # 1/4, 1/2 and 3/4 of its own; slot 10 its exit): each group's
+            # median over its N tiles, relative to the first entry. With one
+            # M group per batch (large M), the spread is how far apart the
+            # batches run, i.e. how many batches' x rows are read at once.
+            marks = [(16, "1/4"), (17, "1/2"), (18, "3/4"), (10, "exit")]
+            prog = {}
+            for i, r in indexed:
+                prog.setdefault(i // grid_x, []).append(r)
+            table = {}
+            for slot, label in marks:
+                per = [statistics.median((r[slot] - t0) / 1e3 for r in v) for v in prog.values()
+                       if len(v) == grid_x and all(r[slot] for r in v)]
+                if len(per) > 1:
+                    table[label] = per
+            if table:
+                out["group_progress_us"] = table
+                print("    progress across %d (M group, batch) groups, us from the first entry (group medians over "
+                      "N tiles): %s" % (len(prog), "; ".join("%s: min %.2f max %.2f spread %.2f" % (
+                          k, min(v), max(v), max(v) - min(v)) for k, v in table.items())))
         if cfg.ksplit > 1:  # split-K: rows are CTA-linear, so a row's cluster rank is its index % NUM_KSPLIT
             for rank in range(cfg.ksplit):
                 sel = [r for i, r in indexed if i % cfg.ksplit == rank]

@@ -1283,9 +1283,11 @@ __device__ __forceinline__ void RequantSwizzledGroup(uint8_t* stage, int r, int 
 // loads issued, 12 the rows landed (warpgroup barrier passed), 2 thread
 // 0's A fragments built, 13 the last consumer thread's (atomicMax); with
 // split-K, 15 rank 0's wait for the partial tiles returned (first tile),
-// and 6 on the other ranks their partial tile sent (first tile).
+// and 6 on the other ranks their partial tile sent (first tile); 16-18 the
+// global timer as the CTA starts tiles my_tiles / 4, / 2 and 3 / 4 (how far
+// apart the batches' CTAs progress).
 #if defined(MXVAL_WGMMA_TRACE)
-constexpr int kTraceCtas = 4096, kTraceSlots = 16;
+constexpr int kTraceCtas = 4096, kTraceSlots = 20;
 __device__ unsigned long long g_wt_trace[kTraceCtas][kTraceSlots];
 __device__ __forceinline__ unsigned long long GlobalTimerNs() {
   unsigned long long t;
@@ -2236,6 +2238,8 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     // and the small-M gain is kept (BENCHMARKS.md, "Programmatic dependent
     // launch on every kernel").
     if (pdl && ti == my_tiles - 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#pragma unroll
+    for (int q = 0; q < 3; ++q) MXVAL_WT_STAMP(16 + q, GlobalTimerNs(), tid == 0 && ti == (q + 1) * my_tiles / 4);
 #pragma unroll
     for (int kc = 0; kc < kNk; ++kc) {
       const int step = ti * kNk + kc, st = step % STAGES;
