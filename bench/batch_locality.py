@@ -4,12 +4,12 @@
 The same bytes and FLOPs as a B = 16 K-up call at M = 16384, re-batched as
 B in {16, 8, 4, 2, 1} with M = 16 * 16384 / B, timed for our table's config
 (the shape's large-M bucket) and for the cuBLAS peer, interleaved per round
-in one process, graph replay, rotating input sets (gpu_bench.py's timing).
+in one process, graph replay over two input sets (gpu_bench.py's timing).
 
 Why: our register-sourced kernel gives each CTA one (N slice, batch) at
 M >= 4096, so all 16 batches stream at once (16 x reads, 16 y regions);
-cuBLAS's persistent 256x128 kernel walks tiles in order, about one batch at
-a time. Nsight Compute's PM sampling (BENCHMARKS.md, twenty-sixth session)
+how cuBLAS's persistent 256x128 kernel orders its tiles is not known here.
+Nsight Compute's PM sampling (BENCHMARKS.md, twenty-sixth session)
 had ours at about 75% of DRAM peak in steady state against cuBLAS's 81% at
 DeepSeek-V3 K-up M = 16384. With B = 1 the kernel's CTAs all work on
 neighbouring M tiles of one batch, so if the batches in flight cost DRAM
@@ -51,7 +51,7 @@ def main():
             p = gb.Problem(op, B, M, N, K, strided, bmaj, gen)
             with gb.environment(env):
                 err = gb.checked_run(ours.call(p, cfg), p)
-            probs = [p] + [gb.Problem(op, B, M, N, K, strided, bmaj, gen) for _ in range(1)]
+            probs = [p, gb.Problem(op, B, M, N, K, strided, bmaj, gen)]  # two input sets, rotated
             t = {"mxval": [], "cublas": []}
             clk = {"mxval": [], "cublas": []}
             for _ in range(args.rounds):

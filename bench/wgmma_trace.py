@@ -149,10 +149,11 @@ def trace_one(copy, buf, calls, name, M, cfg, variant, results, phases=PHASES, g
             # Drift: the CTAs of one (M group, batch) are grid_x consecutive
             # linear indices (one per N tile); how far apart they exit says
             # how far apart they write the same y rows by the end.
-            groups = {}
+            groups = {}  # (M group, batch) -> its CTAs' trace rows
             for i, r in indexed:
-                groups.setdefault(i // grid_x, []).append(r[10])
-            spread = sorted((max(v) - min(v)) / 1e3 for v in groups.values() if len(v) == grid_x)
+                groups.setdefault(i // grid_x, []).append(r)
+            spread = sorted((max(r[10] for r in v) - min(r[10] for r in v)) / 1e3 for v in groups.values()
+                            if len(v) == grid_x)
             if spread:
                 out["exit_spread_us"] = spread
                 print("    exit spread within an (M group, batch) of %d N tiles: median %.2f us, p90 %.2f, max %.2f "
@@ -164,19 +165,16 @@ def trace_one(copy, buf, calls, name, M, cfg, variant, results, phases=PHASES, g
             # M group per batch (large M), the spread is how far apart the
             # batches run, i.e. how many batches' x rows are read at once.
             marks = [(16, "1/4"), (17, "1/2"), (18, "3/4"), (10, "exit")]
-            prog = {}
-            for i, r in indexed:
-                prog.setdefault(i // grid_x, []).append(r)
             table = {}
             for slot, label in marks:
-                per = [statistics.median((r[slot] - t0) / 1e3 for r in v) for v in prog.values()
+                per = [statistics.median((r[slot] - t0) / 1e3 for r in v) for v in groups.values()
                        if len(v) == grid_x and all(r[slot] for r in v)]
                 if len(per) > 1:
                     table[label] = per
             if table:
                 out["group_progress_us"] = table
                 print("    progress across %d (M group, batch) groups, us from the first entry (group medians over "
-                      "N tiles): %s" % (len(prog), "; ".join("%s: min %.2f max %.2f spread %.2f" % (
+                      "N tiles): %s" % (len(groups), "; ".join("%s: min %.2f max %.2f spread %.2f" % (
                           k, min(v), max(v), max(v) - min(v)) for k, v in table.items())))
         if cfg.ksplit > 1:  # split-K: rows are CTA-linear, so a row's cluster rank is its index % NUM_KSPLIT
             for rank in range(cfg.ksplit):
