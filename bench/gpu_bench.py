@@ -311,18 +311,37 @@ def open_clocks(disabled=False, settle=True):
     return CLOCKS
 
 
-def time_calls(calls, graph, inner=20, reps=25):
+def warm_and_capture(calls, inner=20, graph=True):
+    """Runs every call twice on a side stream, then (graph) captures `inner`
+    calls round-robin over them in a CUDA graph: (stream, graph or None)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for c in calls * 2:
             c()
     torch.cuda.synchronize()
+    if not graph:
+        return s, None
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        for i in range(inner):
+            calls[i % len(calls)]()
+    return s, g
+
+
+def parse_case(case, shapes):
+    """'preset/op:M' -> (name, op, B, M, N, K, strided, batch_major), or exits
+    naming the known shapes."""
+    name, m = case.rsplit(":", 1)
+    if name not in shapes:
+        raise SystemExit("unknown shape %r (known: %s)" % (name, ", ".join(shapes)))
+    _preset, op, B, N, K, strided, bmaj = shapes[name]
+    return name, op, B, int(m), N, K, strided, bmaj
+
+
+def time_calls(calls, graph, inner=20, reps=25):
+    s, g = warm_and_capture(calls, inner, graph)
     if graph:
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=s):
-            for i in range(inner):
-                calls[i % len(calls)]()
         run = g.replay
     else:
         def run():

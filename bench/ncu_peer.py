@@ -39,11 +39,7 @@ def main():
     gen.manual_seed(5)
     bad = 0
     for case in args.cases.split(","):
-        name, m = case.rsplit(":", 1)
-        if name not in shapes:
-            raise SystemExit("unknown shape %r (known: %s)" % (name, ", ".join(shapes)))
-        _preset, op, B, N, K, strided, bmaj = shapes[name]
-        M = int(m)
+        name, op, B, M, N, K, strided, bmaj = gb.parse_case(case, shapes)
         p = gb.Problem(op, B, M, N, K, strided, bmaj, gen)
         _entry, kname, cfg = gb.table_lookup(table, op, M, N, K)
         ours = gb.Ours(kernels[kname][0]).call(p, cfg)

@@ -18,6 +18,12 @@
 // ablation build of a16wfp4_wgmma_rs times our real traffic pattern instead;
 // mxval_tile_read_probe below has the copy engine and the ring.)
 //
+// mxval_launch_probe: kernels that do nothing, launched with a chosen grid,
+// block size, dynamic shared memory and parameter set (two tensor maps and a
+// GemmParams-sized struct, as a16wfp4_wgmma_rs takes, or one int), so that
+// a graph replay timed by CUPTI (bench/graph_gaps.py --probe-lib) gives
+// the duration any kernel of that launch shape has before it does work.
+//
 // mxval_tile_write_probe: y alone, written in a16wfp4_wgmma_rs's tiles
 // (boxes of 128 rows x 64 columns, 128 bytes per row) by one 128-thread CTA
 // per (column slice j, batch b), S = N / 64 slices; write-only, so no load
@@ -339,7 +345,48 @@ EncodeFn Encoder() {
   return reinterpret_cast<EncodeFn>(f);
 }
 
+// The launch probe's kernels: `flag` is 0 at run time, so they return at
+// once, but the compiler cannot drop the parameter reads behind it.
+struct LaunchProbeParams {
+  long long v[22];  // 176 bytes, the size of the kernels' GemmParams
+};
+__global__ void LaunchProbeBig(const __grid_constant__ CUtensorMap a, const __grid_constant__ CUtensorMap b,
+                               LaunchProbeParams p, int flag, int* out) {
+  if (flag != 0 && threadIdx.x == 0) {
+    out[blockIdx.x] = static_cast<int>(p.v[blockIdx.x % 22]) + reinterpret_cast<const int*>(&a)[flag % 32] +
+                      reinterpret_cast<const int*>(&b)[flag % 32];
+  }
+}
+__global__ void LaunchProbeSmall(int flag, int* out) {
+  if (flag != 0 && threadIdx.x == 0) out[blockIdx.x] = flag;
+}
+
 }  // namespace
+
+// Returns 0 on success, a cudaError_t otherwise. big: the two-tensor-map
+// parameter set (else one int); smem: dynamic shared memory per CTA, bytes.
+extern "C" __attribute__((visibility("default"))) int mxval_launch_probe(int big, int gx, int gy, int gz, int threads,
+                                                                         int smem, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (gx <= 0 || gy <= 0 || gz <= 0 || threads <= 0 || threads > 1024 || smem < 0) return cudaErrorInvalidValue;
+  const dim3 grid(gx, gy, gz);
+  if (big) {
+    static int raised = -1;  // the opt-in raised for this size (one thread of the bench calls it)
+    if (smem > 48 * 1024 && raised != smem) {
+      if (cudaFuncSetAttribute(LaunchProbeBig, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) {
+        return cudaGetLastError();
+      }
+      raised = smem;
+    }
+    CUtensorMap a = {}, b = {};
+    LaunchProbeParams p = {};
+    LaunchProbeBig<<<grid, threads, smem, s>>>(a, b, p, 0, nullptr);
+  } else {
+    if (smem > 48 * 1024) return cudaErrorInvalidValue;
+    LaunchProbeSmall<<<grid, threads, smem, s>>>(0, nullptr);
+  }
+  return cudaGetLastError();
+}
 
 // Returns 0 on success, a cudaError_t otherwise (cudaErrorInvalidValue for a
 // shape or setting the probe does not cover). y is (B, M, N) bf16 with
