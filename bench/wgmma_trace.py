@@ -30,7 +30,9 @@ With --kernel a16wfp4_wgmma_rs the prologue phases are its own:
     w.issue  -> the weight rows' cp.async issued
     s.issue  -> the scale loads issued
     w.wait   -> the rows landed (warpgroup barrier passed)
-    deq      -> thread 0's A fragments built (prmt tables; rare pass)
+    deq      -> thread 0's A fragments built (prmt tables; rare pass), split into
+      d.scales -> thread 0's scale bytes all arrived (ld.global, issued at entry)
+      d.conv   -> the conversion itself
     deq.last rows landed -> the last consumer thread's A fragments built
   x wait   A fragments built -> first x chunk landed (about 0 when the
            chunk was already there)
@@ -55,7 +57,7 @@ PHASES = [("init", 0, 1), ("panel", 1, 2), ("p.entry", 1, 14), ("p.issue", 14, 1
           ("p.sync", 13, 2), ("x wait", 2, 3), ("chunks", 3, 4), ("mma", 4, 5), ("epi", 5, 6),
           ("rest", 6, 9), ("1st tile", 1, 5)]
 PHASES_RS = [("init", 0, 1), ("prologue", 1, 2), ("w.issue", 1, 14), ("s.issue", 14, 11), ("w.wait", 11, 12),
-             ("deq", 12, 2), ("deq.last", 12, 13), ("x wait", 2, 3), ("chunks", 3, 4), ("mma", 4, 5), ("epi", 5, 6),
+             ("deq", 12, 2), ("d.scales", 12, 19), ("d.conv", 19, 2), ("deq.last", 12, 13), ("x wait", 2, 3), ("chunks", 3, 4), ("mma", 4, 5), ("epi", 5, 6),
              ("rest", 6, 9), ("1st tile", 1, 5), ("red.wait", 5, 15), ("red.rest", 15, 6)]
 
 

@@ -1285,7 +1285,8 @@ __device__ __forceinline__ void RequantSwizzledGroup(uint8_t* stage, int r, int 
 // split-K, 15 rank 0's wait for the partial tiles returned (first tile),
 // and 6 on the other ranks their partial tile sent (first tile); 16-18 the
 // global timer as the CTA starts tiles my_tiles / 4, / 2 and 3 / 4 (how far
-// apart the batches' CTAs progress).
+// apart the batches' CTAs progress); 19 thread 0's scale bytes all arrived
+// (after 12: the rows have landed).
 #if defined(MXVAL_WGMMA_TRACE)
 constexpr int kTraceCtas = 4096, kTraceSlots = 20;
 __device__ unsigned long long g_wt_trace[kTraceCtas][kTraceSlots];
@@ -2006,6 +2007,10 @@ struct RsConfig {
 // of two, so a CTA's prologue (weight rows, A fragments) halves while its
 // MMAs stay the same. For grids that leave SMs idle (V-up at M <= 64: 64 CTAs
 // of 64 rows on 132 SMs), twice the CTAs each do half the dequantization.
+// 16-row configs (lanes 16-31 converting the upper half of K of lanes
+// 0-15's rows and handing it over through shared memory) measured 1.03-1.09x
+// the 32-row configs' time at DeepSeek-V3 V-up M = 24-64 (BENCHMARKS.md,
+// twenty-seventh session; bench/results/h200_rs16_rows_and_producer_init_2026-12-04.patch).
 template <int BM, int WGS, int K, int KS, int STAGES, bool MX, int MINB, int ROWS = 64>
 __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     A16wfp4WgmmaRsKernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap ymap,
@@ -2161,6 +2166,16 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     NamedBarrier(2 + wg, 128);
     if ((xexp & 2) && lane == 0) MbarArrive(wready);
     MXVAL_WT_MARK(12, tid == 0);
+#if defined(MXVAL_WGMMA_TRACE)
+    {  // slot 19: thread 0's scale bytes have all arrived (the mark waits for them)
+      uint32_t all = 0;
+#pragma unroll
+      for (int h = 0; h < kH; ++h)
+#pragma unroll
+        for (int gi = 0; gi < kG; ++gi) all |= sc[h][gi];
+      MXVAL_WT_MARK(19, tid == 0 && all != 0xFFFFFFFFu);
+    }
+#endif
     const uint32_t sel = static_cast<uint32_t>(t) | static_cast<uint32_t>(t + 4) << 4;  // byte t of each word
     // The row's group gi as the 8 codes this thread holds.
     auto gathered = [&](int h, int gi) {
@@ -2192,6 +2207,13 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     // whether A is in registers or shared memory and whichever warpgroup
     // issues it (bench/rs_overlap_probe.cu), so the upfront batch, whose
     // dependency chains overlap each other, is the better schedule.
+    // The conversion is bound by the SM's issue rate (about 32 instructions
+    // and 59 cycles per group, one warp per scheduler). A shared-memory
+    // table of the 256 byte values' code pairs (one lookup and one bf16x2
+    // multiply per word, no gather) was exact but slower: filling it cost
+    // more than it saved at 32 rows, and at 64 rows its shared loads bound
+    // the conversion instead (BENCHMARKS.md, "Small-M V-up", twenty-seventh
+    // session; bench/results/h200_rs_pair_lookup_dequant_2026-12-04.patch).
     bool rare = false;
     if (kHalf) {  // A rows 16 warp + 8 .. 16 warp + 15: zeros
 #pragma unroll
