@@ -329,9 +329,10 @@ def warm_and_capture(calls, inner=20, graph=True):
     return s, g
 
 
-def parse_case(case, shapes):
+def parse_case(case):
     """'preset/op:M' -> (name, op, B, M, N, K, strided, batch_major), or exits
-    naming the known shapes."""
+    naming the known shapes (SHAPES)."""
+    shapes = {"%s/%s" % (s[0], s[1]): s for s in SHAPES}
     name, m = case.rsplit(":", 1)
     if name not in shapes:
         raise SystemExit("unknown shape %r (known: %s)" % (name, ", ".join(shapes)))

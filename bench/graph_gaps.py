@@ -146,12 +146,11 @@ def main():
     args = ap.parse_args()
     _lib, kernels = gb.load_kernels(args.lib)
     table = json.load(open(args.table))
-    shapes = {"%s/%s" % (s[0], s[1]): s for s in gb.SHAPES}
     gen = torch.Generator(device="cuda")
     gen.manual_seed(7)
     results = []
     for case in args.cases.split(","):
-        name, op, B, M, N, K, strided, bmaj = gb.parse_case(case, shapes)
+        name, op, B, M, N, K, strided, bmaj = gb.parse_case(case)
         sets = gb.rotating_sets(op, B, M, N, K, strided, bmaj, gen)
         _entry, kname, cfg = gb.table_lookup(table, op, M, N, K)
         label = "%s %s" % (kname, cfg)

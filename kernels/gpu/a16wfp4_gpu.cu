@@ -2207,12 +2207,12 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     // whether A is in registers or shared memory and whichever warpgroup
     // issues it (bench/rs_overlap_probe.cu), so the upfront batch, whose
     // dependency chains overlap each other, is the better schedule.
-    // The conversion is bound by the SM's issue rate (about 32 instructions
-    // and 59 cycles per group, one warp per scheduler). A shared-memory
-    // table of the 256 byte values' code pairs (one lookup and one bf16x2
-    // multiply per word, no gather) was exact but slower: filling it cost
-    // more than it saved at 32 rows, and at 64 rows its shared loads bound
-    // the conversion instead (BENCHMARKS.md, "Small-M V-up", twenty-seventh
+    // The conversion grows with the groups a thread converts (about 32
+    // instructions and 59 cycles per group, one warp per scheduler). A
+    // shared-memory table of the 256 byte values' code pairs (one lookup and
+    // one bf16x2 multiply per word, no gather) was exact but slower: filling
+    // it cost more than it saved at 32 rows, and at 64 rows the conversion
+    // did not get faster (BENCHMARKS.md, "Small-M V-up", twenty-seventh
     // session; bench/results/h200_rs_pair_lookup_dequant_2026-12-04.patch).
     bool rare = false;
     if (kHalf) {  // A rows 16 warp + 8 .. 16 warp + 15: zeros
