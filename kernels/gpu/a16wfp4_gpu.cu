@@ -970,14 +970,15 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
   }
 
   // 3. KL/4 mma steps per 16-row tile; the weights are dequantized once,
-  //    through per-group prmt tables in registers (a16wfp4_tile.h); a group
-  //    whose scale the tables do not cover takes the exact float path.
-  E2M1Tables tab[NG];
+  //    by bit placement and a bf16x2 multiply per word (E2M1x8ViaMul,
+  //    a16wfp4_tile.h); a group whose scale byte that does not cover
+  //    (2^2 and above, NaN) takes the exact float path.
+  uint32_t mult[NG];
   bool covered[NG];
 #pragma unroll
   for (int j = 0; j < NG; ++j) {
-    covered[j] = E2M1TablesCover(sbyte[j]);
-    tab[j] = MakeE2M1Tables(sbyte[j]);
+    covered[j] = E2M1MulCover(sbyte[j]);
+    mult[j] = E2M1MulScale(sbyte[j]);
   }
   float acc[MT][4];
 #pragma unroll
@@ -991,14 +992,14 @@ __global__ void __launch_bounds__(WN * KW * 32) A16wfp4DecodeKernel(GemmParams p
       // (kbase is a multiple of 16): a constant when lane slices start on a
       // group boundary (KL % 32 == 0), else selected without indexing.
       const int gi = KL % 32 == 0 ? 4 * c / 32 : (k0 >> 5) - g_lo;
-      E2M1Tables t = tab[0];
+      uint32_t mu = mult[0];
       bool cov = covered[0];
       uint32_t sb = sbyte[0];
 #pragma unroll
       for (int j = 1; j < NG; ++j) {
-        if (gi == j) t = tab[j], cov = covered[j], sb = sbyte[j];
+        if (gi == j) mu = mult[j], cov = covered[j], sb = sbyte[j];
       }
-      deq = cov ? E2M1x8ViaTables(wq[c / 2], t) : DequantBytes8(wq[c / 2], static_cast<uint8_t>(sb), nullptr);
+      deq = cov ? E2M1x8ViaMul(wq[c / 2], mu) : DequantBytes8(wq[c / 2], static_cast<uint8_t>(sb), nullptr);
     }
     const uint32_t bf[2] = {deq.v[2 * (c % 2)], deq.v[2 * (c % 2) + 1]};
 #pragma unroll
@@ -1907,9 +1908,9 @@ __global__ void __launch_bounds__(288, 1)
 // chunk (t = lane % 4): byte t of each packed word. It reads its row's
 // 32-k group (16 bytes, shared by the quad) whole from the warpgroup's
 // rows staged in shared memory, gathers byte t of the four words into one
-// word (three byte permutes), and the prmt tables turn
-// that word into the row's four A words of the group (two k16 steps x two
-// 8-k halves). The accumulator (64 n x BM m) is staged transposed with
+// word (three byte permutes), and E2M1x8ViaMul (bit placement and a bf16x2
+// multiply by 2^(S - 1)) turns that word into the row's four A words of the
+// group (two k16 steps x two 8-k halves). The accumulator (64 n x BM m) is staged transposed with
 // stmatrix.trans into a 128-byte-swizzled (BM x 64 n) box and stored by
 // TMA. Rows past N load as zeros and are clipped by the copy engine, as are
 // rows past M (read as zeros by the x copies).
@@ -2189,9 +2190,10 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
       wa[2 * gi + 1][h] = d.v[2];
       wa[2 * gi + 1][2 + h] = d.v[3];
     };
-    // Every group through the prmt tables first; groups whose scale they
-    // do not cover (subnormal, overflowing or NaN products: rare) are redone
-    // by the exact float path in a second pass that runs only when needed.
+    // Every group through the placement and multiply first; groups whose
+    // scale byte it does not cover (2^2 and above, NaN: rare) are redone by
+    // the prmt tables or the exact float path in a second pass that runs
+    // only when needed.
     // With the exact path inline in every unrolled group the prologue was
     // several times larger (it is straight-line code run once per CTA) and
     // K = 512 took 12.4 instead of 8.0 us at V-up M = 256 (BENCHMARKS.md,
@@ -2207,8 +2209,13 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     // whether A is in registers or shared memory and whichever warpgroup
     // issues it (bench/rs_overlap_probe.cu), so the upfront batch, whose
     // dependency chains overlap each other, is the better schedule.
-    // The conversion grows with the groups a thread converts (about 32
-    // instructions and 59 cycles per group, one warp per scheduler). A
+    // The conversion grows with the groups a thread converts. Through the
+    // prmt tables (E2M1x8ViaTables: about 32 instructions and 59 cycles per
+    // group, one warp per scheduler) it took 0.60 / 1.04-1.07 us at 16 / 32
+    // groups; bit placement and a bf16x2 multiply (E2M1x8ViaMul, 9 integer
+    // instructions per group beside the gather) take 0.40 / 0.67 and made
+    // the V-up rows at M <= 256 3-6% faster (BENCHMARKS.md, "Placement and
+    // multiply", twenty-eighth session). A
     // shared-memory table of the 256 byte values' code pairs (one lookup and
     // one bf16x2 multiply per word, no gather) was exact but slower: filling
     // it cost more than it saved at 32 rows, and at 64 rows the conversion
@@ -2223,8 +2230,8 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     for (int h = 0; h < kH; ++h)
 #pragma unroll
       for (int gi = 0; gi < kG; ++gi) {
-        rare |= !E2M1TablesCover(sc[h][gi]);
-        place(h, gi, E2M1x8ViaTables(gathered(h, gi), MakeE2M1Tables(sc[h][gi])));
+        rare |= !E2M1MulCover(sc[h][gi]);
+        place(h, gi, E2M1x8ViaMul(gathered(h, gi), E2M1MulScale(sc[h][gi])));
       }
     if (rare) {  // the scale bytes are read again: keeping them live spilled (two warpgroups, K = 512)
 #pragma unroll
@@ -2234,7 +2241,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
 #pragma unroll
         for (int gi = 0; gi < kG; ++gi) {
           const uint32_t s = n < p.N ? srow[gi] : 127u;
-          if (!E2M1TablesCover(s)) place(h, gi, DequantBytes8(gathered(h, gi), static_cast<uint8_t>(s), nullptr));
+          if (!E2M1MulCover(s)) place(h, gi, DequantBytes8Prmt(gathered(h, gi), s));
         }
       }
     }
@@ -2888,27 +2895,37 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
 // ------------------------------------------------------------------------
 // Device self-test of the prmt-table dequantization (a16wfp4_tile.h): for
 // every scale byte s and byte b, out[(s * 256 + b) * 4 ...] holds
-// DequantSelfTestWords(s, b), computed by the device's own byte permutes.
+// DequantSelfTestWords(s, b), computed by the device's own byte permutes
+// (mode 0); mode 1: DequantSelfTestWordsMul(s, b), the placement and bf16x2
+// multiply of the register-sourced and decode kernels (the device's bf16
+// subnormal handling included).
 namespace {
 #if defined(MXVAL_NVIDIA)
-__global__ void DequantSelfTestKernel(uint32_t* out) {
-  DequantSelfTestWords(blockIdx.x, threadIdx.x, out + (blockIdx.x * 256 + threadIdx.x) * 4);
+__global__ void DequantSelfTestKernel(uint32_t* out, int mode) {
+  uint32_t* o = out + (blockIdx.x * 256 + threadIdx.x) * 4;
+  if (mode == 1) {
+    DequantSelfTestWordsMul(blockIdx.x, threadIdx.x, o);
+  } else {
+    DequantSelfTestWords(blockIdx.x, threadIdx.x, o);
+  }
 }
 #endif
 }  // namespace
 
-int32_t DequantSelfTest(uint32_t* host_out, char* err, size_t len) {
+int32_t DequantSelfTest(int mode, uint32_t* host_out, char* err, size_t len) {
 #if defined(MXVAL_NVIDIA)
   constexpr size_t kBytes = size_t{256} * 256 * 4 * sizeof(uint32_t);
   uint32_t* d = nullptr;
   if (cudaMalloc(&d, kBytes) != cudaSuccess) return SetErr(err, len, "cudaMalloc failed"), 1;
-  DequantSelfTestKernel<<<256, 256>>>(d);
+  if (mode < 0 || mode > 1) return cudaFree(d), SetErr(err, len, "self-test mode must be 0 or 1"), 1;
+  DequantSelfTestKernel<<<256, 256>>>(d, mode);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaMemcpy(host_out, d, kBytes, cudaMemcpyDeviceToHost);
   cudaFree(d);
   if (e != cudaSuccess) return SetErr(err, len, cudaGetErrorString(e)), 1;
   return 0;
 #else
+  (void)mode;
   (void)host_out;
   return SetErr(err, len, "the prmt dequantization self-test is built for NVIDIA only"), 1;
 #endif

@@ -50,7 +50,7 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
 // Runs the prmt dequantization (a16wfp4_tile.h) on the device for every
 // (scale byte, byte) pair: host_out gets 256 * 256 * 4 words (see the
 // definition).
-int32_t DequantSelfTest(uint32_t* host_out, char* err, size_t len);
+int32_t DequantSelfTest(int mode, uint32_t* host_out, char* err, size_t len);
 
 // Bytes of FP32 split-K partials a config needs (0 when NUM_KSPLIT == 1).
 size_t WorkspaceSize(const mxval_gemm_args* a, const mxval_tile_config* c);

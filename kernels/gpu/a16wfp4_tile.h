@@ -168,10 +168,13 @@ MXVAL_HD U32x4 DequantBytes8(uint32_t bytes, uint8_t sbyte, const DequantLut* lu
 // 8 low bytes and the 8 high bytes of those 16-bit patterns make two 8-byte
 // tables; prmt looks up two codes per table per instruction, and the sign
 // bits are moved into place with one more prmt. No shared memory (no bank
-// conflicts, no dependent loads) and no floating-point multiply: measured
-// against a bf16 multiply of placed codes, which ptxas 13.0 lowers to
-// unpack + FMUL + repack on sm_90a (BENCHMARKS.md). Other scale bytes take
-// DequantBytes8's exact float path.
+// conflicts, no dependent loads) and no floating-point multiply. (On
+// 2026-12-01 a bf16 multiply of placed codes lost to these tables in the
+// wgmma panel, its SASS showing unpack + FMUL + repack. The twenty-eighth
+// session's E2M1x8ViaMul below compiles to one HMUL2 per word and replaced
+// the tables in the register-sourced and decode kernels: BENCHMARKS.md,
+// "Placement and multiply".) The wgmma panel keeps the tables. Other scale
+// bytes take DequantBytes8's exact float path.
 
 // PTX prmt.b32 in its default mode, for selectors computed at run time:
 // result byte i is byte (sel >> 4i) & 7 of {a, b}, or, when bit 3 of that
@@ -259,6 +262,65 @@ MXVAL_HD U32x4 E2M1x8ViaTables(uint32_t bytes, const E2M1Tables& t) {
   r.v[3] = BytePerm(lo23, hi23, 0x7362u);
   return r;
 }
+// The conversion of the register-sourced and decode kernels (sm_90): bit
+// placement and one bf16x2 multiply, so that part of the work runs on the
+// FMA pipe beside the integer pipe that bounds the prmt tables.
+// A code [s e1 e0 m] placed as bf16 bits s << 15 | e1 e0 m << 6 is the code's
+// value times 2^-126 (e > 0: 2^(e - 127) * 1.m; e = 0: the subnormal
+// 0.m * 2^-126), so one multiply by 2^(S - 1) gives code * 2^(S - 127)
+// exactly, subnormal inputs and results included (bf16 arithmetic keeps
+// subnormals on sm_90; the device self-test checks every scale byte and
+// byte). 2^(S - 1) is a normal bf16 for S in [0, 128]; other scale bytes
+// (2^2 and above, NaN) are left to the caller's exact path.
+MXVAL_HD bool E2M1MulCover(uint32_t s) { return s <= 128u; }
+// 2^(S - 1) in both bf16 halves.
+MXVAL_HD uint32_t E2M1MulScale(uint32_t s) { return s * 0x00800080u + 126u * 0x00800080u; }
+// The prmt selector for byte t of a word w and of rotr(w, 4): result byte 0
+// is w's byte t (the low code's e1 e0 m in bits 2:0), byte 1 repeats bit 7
+// of rotr's byte t - 1 (bit 3 of w's byte t: the low code's sign), byte 2
+// is rotr's byte t (the high code's e1 e0 m in bits 2:0), byte 3 repeats
+// bit 7 of w's byte t (the high code's sign). Sign-copy selector nibbles
+// (bit 3 set) are PTX prmt's default mode: Prmt, never __byte_perm.
+MXVAL_HD uint32_t E2M1MulSelector(uint32_t t) {
+  return t | (0xCu + ((t + 3u) & 3u)) << 4 | (4u + t) << 8 | (8u + t) << 12;
+}
+// Round-to-nearest bf16x2 product (mul.rn.bf16x2 on sm_90). Elsewhere it
+// multiplies in float and truncates: exact wherever the product is
+// a bf16, which is every use here (one factor a power of two, no overflow).
+MXVAL_HD uint32_t MulBf16x2(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t r;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#else
+  uint32_t r = 0;
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t ab = ((a >> (16 * h)) & 0xFFFFu) << 16, bb = ((b >> (16 * h)) & 0xFFFFu) << 16;
+    float fa, fb;
+    __builtin_memcpy(&fa, &ab, 4);
+    __builtin_memcpy(&fb, &bb, 4);
+    const float pr = fa * fb;
+    uint32_t pb;
+    __builtin_memcpy(&pb, &pr, 4);
+    r |= (pb >> 16) << (16 * h);
+  }
+  return r;
+#endif
+}
+// Four packed bytes (8 codes) -> four bf16x2 words as E2M1x8ViaTables (word
+// j: byte j), for a covered scale byte, with mult = E2M1MulScale(S): one
+// funnel shift for the four words, then per word one prmt and one AND on the
+// integer pipe and the shift by 6 and the multiply on the FMA pipe (where
+// ptxas puts the shift: see BENCHMARKS.md) -- 9 integer instructions for 8
+// codes against 15 in E2M1x8ViaTables, and no tables to build per scale.
+MXVAL_HD U32x4 E2M1x8ViaMul(uint32_t bytes, uint32_t mult) {
+  const uint32_t rot = (bytes >> 4) | (bytes << 28);
+  U32x4 r;
+  for (uint32_t j = 0; j < 4; ++j)  // constant selectors once unrolled (forceinline, -O3)
+    r.v[j] = MulBf16x2((Prmt(bytes, rot, E2M1MulSelector(j)) * 64u) & 0x81C081C0u, mult);
+  return r;
+}
+
 // DequantBytes8 without the shared-memory table, same results bit for bit.
 MXVAL_HD U32x4 DequantBytes8Prmt(uint32_t bytes, uint32_t sbyte) {
   if (E2M1TablesCover(sbyte)) return E2M1x8ViaTables(bytes, MakeE2M1Tables(sbyte));
@@ -273,6 +335,18 @@ MXVAL_HD U32x4 DequantBytes8Prmt(uint32_t bytes, uint32_t sbyte) {
 MXVAL_HD void DequantSelfTestWords(uint32_t s, uint32_t b, uint32_t* out) {
   const uint32_t bytes = b | ((b + 1) & 0xFFu) << 8 | ((b + 2) & 0xFFu) << 16 | ((b + 3) & 0xFFu) << 24;
   const U32x4 r = DequantBytes8Prmt(bytes, s);
+  for (int j = 0; j < 4; ++j) out[j] = r.v[j];
+}
+// The same four words through E2M1x8ViaMul where it covers s, else
+// DequantBytes8Prmt (as the kernels' exact paths do); run on the device by
+// mxval_dequant_selftest_mode(1, ...).
+MXVAL_HD void DequantSelfTestWordsMul(uint32_t s, uint32_t b, uint32_t* out) {
+  if (!E2M1MulCover(s)) {
+    DequantSelfTestWords(s, b, out);
+    return;
+  }
+  const uint32_t bytes = b | ((b + 1) & 0xFFu) << 8 | ((b + 2) & 0xFFu) << 16 | ((b + 3) & 0xFFu) << 24;
+  const U32x4 r = E2M1x8ViaMul(bytes, E2M1MulScale(s));
   for (int j = 0; j < 4; ++j) out[j] = r.v[j];
 }
 

@@ -68,5 +68,12 @@ extern "C" __attribute__((visibility("default"))) const mxval_kernel_library* mx
 // every scale byte and byte value). Returns 0 on success.
 extern "C" __attribute__((visibility("default"))) int32_t mxval_dequant_selftest(uint32_t* host_out, char* err,
                                                                                  size_t len) {
-  return mxval::gpu::DequantSelfTest(host_out, err, len);
+  return mxval::gpu::DequantSelfTest(0, host_out, err, len);
+}
+// The same words by mode: 0 the prmt tables (as above), 1 the placement and
+// bf16x2 multiply of the register-sourced and decode kernels (E2M1x8ViaMul).
+// Returns 0 on success.
+extern "C" __attribute__((visibility("default"))) int32_t mxval_dequant_selftest_mode(int32_t mode, uint32_t* host_out,
+                                                                                      char* err, size_t len) {
+  return mxval::gpu::DequantSelfTest(mode, host_out, err, len);
 }

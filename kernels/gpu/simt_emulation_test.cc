@@ -180,5 +180,33 @@ TEST(SimtEmulation, PrmtDequantIsExactForEveryByteAndScale) {
   EXPECT_EQ(E2M1x8ViaTables(0x000000F8u, t).v[0], 0xC0C08000u);  // -0.0 low, -6 high
 }
 
+// The placement-and-multiply conversion of the register-sourced and decode
+// kernels, bit for bit against the format library for every scale byte it
+// covers (0..128: the subnormal products at small scale bytes included) and
+// every byte at every byte position; the uncovered scale bytes fall back as
+// the kernels' exact paths do.
+TEST(SimtEmulation, MulDequantIsExactForEveryByteAndScale) {
+  std::vector<uint32_t> words(256 * 256 * 4);
+  for (uint32_t s = 0; s < 256; ++s)
+    for (uint32_t b = 0; b < 256; ++b) DequantSelfTestWordsMul(s, b, &words[(s * 256 + b) * 4]);
+  EXPECT_EQ(CheckDequantSelfTestWords(words.data()), "");
+  EXPECT_TRUE(E2M1MulCover(0));
+  EXPECT_TRUE(E2M1MulCover(128));
+  EXPECT_FALSE(E2M1MulCover(129));
+  // Each byte position by hand: byte j is 0xF8 (-0.0 low, -6 high) at scale
+  // 2^0, the other bytes 0x77 (+6, +6), which must not leak into word j.
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t w = (0x77777777u & ~(0xFFu << (8 * j))) | 0xF8u << (8 * j);
+    const U32x4 r = E2M1x8ViaMul(w, E2M1MulScale(127));
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], i == j ? 0xC0C08000u : 0x40C040C0u) << "byte " << j << ", word " << i;
+  }
+  // Code 1 (0.5) at scale byte 0: 2^-128, a bf16 subnormal (bits 0x0020).
+  EXPECT_EQ(E2M1x8ViaMul(0x00000001u, E2M1MulScale(0)).v[0], 0x00000020u);
+  // The check can fail: the low code's sign taken from the wrong byte.
+  const uint32_t rot = (0x00000800u >> 4) | (0x00000800u << 28);
+  EXPECT_NE(MulBf16x2((Prmt(0x00000800u, rot, E2M1MulSelector(1) ^ 0x10u) * 64u) & 0x81C081C0u, E2M1MulScale(127)),
+            E2M1x8ViaMul(0x00000800u, E2M1MulScale(127)).v[1]);
+}
+
 }  // namespace
 }  // namespace mxval::gpu
