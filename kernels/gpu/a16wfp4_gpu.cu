@@ -2212,8 +2212,8 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     // The conversion grows with the groups a thread converts. Through the
     // prmt tables (E2M1x8ViaTables: about 32 instructions and 59 cycles per
     // group, one warp per scheduler) it took 0.60 / 1.04-1.07 us at 16 / 32
-    // groups; bit placement and a bf16x2 multiply (E2M1x8ViaMul, 9 integer
-    // instructions per group beside the gather) take 0.40 / 0.67 and made
+    // groups; bit placement and a bf16x2 multiply (E2M1x8ViaMul, at most 13
+    // integer instructions per group beside the gather) take 0.40 / 0.67 and made
     // the V-up rows at M <= 256 3-6% faster (BENCHMARKS.md, "Placement and
     // multiply", twenty-eighth session). A
     // shared-memory table of the 256 byte values' code pairs (one lookup and
@@ -2915,9 +2915,9 @@ __global__ void DequantSelfTestKernel(uint32_t* out, int mode) {
 int32_t DequantSelfTest(int mode, uint32_t* host_out, char* err, size_t len) {
 #if defined(MXVAL_NVIDIA)
   constexpr size_t kBytes = size_t{256} * 256 * 4 * sizeof(uint32_t);
+  if (mode < 0 || mode > 1) return SetErr(err, len, "self-test mode must be 0 or 1"), 1;
   uint32_t* d = nullptr;
   if (cudaMalloc(&d, kBytes) != cudaSuccess) return SetErr(err, len, "cudaMalloc failed"), 1;
-  if (mode < 0 || mode > 1) return cudaFree(d), SetErr(err, len, "self-test mode must be 0 or 1"), 1;
   DequantSelfTestKernel<<<256, 256>>>(d, mode);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaMemcpy(host_out, d, kBytes, cudaMemcpyDeviceToHost);

@@ -274,7 +274,7 @@ MXVAL_HD U32x4 E2M1x8ViaTables(uint32_t bytes, const E2M1Tables& t) {
 // (2^2 and above, NaN) are left to the caller's exact path.
 MXVAL_HD bool E2M1MulCover(uint32_t s) { return s <= 128u; }
 // 2^(S - 1) in both bf16 halves.
-MXVAL_HD uint32_t E2M1MulScale(uint32_t s) { return s * 0x00800080u + 126u * 0x00800080u; }
+MXVAL_HD uint32_t E2M1MulScale(uint32_t s) { return (s + 126u) * 0x00800080u; }
 // The prmt selector for byte t of a word w and of rotr(w, 4): result byte 0
 // is w's byte t (the low code's e1 e0 m in bits 2:0), byte 1 repeats bit 7
 // of rotr's byte t - 1 (bit 3 of w's byte t: the low code's sign), byte 2
@@ -309,10 +309,10 @@ MXVAL_HD uint32_t MulBf16x2(uint32_t a, uint32_t b) {
 }
 // Four packed bytes (8 codes) -> four bf16x2 words as E2M1x8ViaTables (word
 // j: byte j), for a covered scale byte, with mult = E2M1MulScale(S): one
-// funnel shift for the four words, then per word one prmt and one AND on the
-// integer pipe and the shift by 6 and the multiply on the FMA pipe (where
-// ptxas puts the shift: see BENCHMARKS.md) -- 9 integer instructions for 8
-// codes against 15 in E2M1x8ViaTables, and no tables to build per scale.
+// funnel shift for the four words, then per word one prmt, a shift by 6,
+// one AND and the multiply (on the FMA pipe): 13 integer instructions for 8
+// codes, 9 if ptxas puts the shifts on the FMA pipe as IMAD.SHL (not read in
+// the SASS), against 15 in E2M1x8ViaTables, and no tables to build per scale.
 MXVAL_HD U32x4 E2M1x8ViaMul(uint32_t bytes, uint32_t mult) {
   const uint32_t rot = (bytes >> 4) | (bytes << 28);
   U32x4 r;
@@ -330,11 +330,14 @@ MXVAL_HD U32x4 DequantBytes8Prmt(uint32_t bytes, uint32_t sbyte) {
 
 // The self-test's four words for scale byte s and byte b: DequantBytes8Prmt
 // of bytes (b, b+1, b+2, b+3) (mod 256). Run on the device by
-// mxval_dequant_selftest and on the CPU by the emulation test;
+// mxval_dequant_selftest_mode(0, ...) and on the CPU by the emulation test;
 // dequant_selftest_check.h checks them against the format library.
+// The self-tests' packed word: bytes (b, b+1, b+2, b+3) (mod 256).
+MXVAL_HD uint32_t SelfTestBytes(uint32_t b) {
+  return b | ((b + 1) & 0xFFu) << 8 | ((b + 2) & 0xFFu) << 16 | ((b + 3) & 0xFFu) << 24;
+}
 MXVAL_HD void DequantSelfTestWords(uint32_t s, uint32_t b, uint32_t* out) {
-  const uint32_t bytes = b | ((b + 1) & 0xFFu) << 8 | ((b + 2) & 0xFFu) << 16 | ((b + 3) & 0xFFu) << 24;
-  const U32x4 r = DequantBytes8Prmt(bytes, s);
+  const U32x4 r = DequantBytes8Prmt(SelfTestBytes(b), s);
   for (int j = 0; j < 4; ++j) out[j] = r.v[j];
 }
 // The same four words through E2M1x8ViaMul where it covers s, else
@@ -345,8 +348,7 @@ MXVAL_HD void DequantSelfTestWordsMul(uint32_t s, uint32_t b, uint32_t* out) {
     DequantSelfTestWords(s, b, out);
     return;
   }
-  const uint32_t bytes = b | ((b + 1) & 0xFFu) << 8 | ((b + 2) & 0xFFu) << 16 | ((b + 3) & 0xFFu) << 24;
-  const U32x4 r = E2M1x8ViaMul(bytes, E2M1MulScale(s));
+  const U32x4 r = E2M1x8ViaMul(SelfTestBytes(b), E2M1MulScale(s));
   for (int j = 0; j < 4; ++j) out[j] = r.v[j];
 }
 

@@ -63,16 +63,11 @@ extern "C" __attribute__((visibility("default"))) const mxval_kernel_library* mx
   return lib;
 }
 
-// Not part of the kernel ABI table: a self-test of the device's prmt MXFP4
+// Not part of the kernel ABI table: a self-test of the device's MXFP4
 // dequantization (gpu_kernel_test checks it against the format library for
-// every scale byte and byte value). Returns 0 on success.
-extern "C" __attribute__((visibility("default"))) int32_t mxval_dequant_selftest(uint32_t* host_out, char* err,
-                                                                                 size_t len) {
-  return mxval::gpu::DequantSelfTest(0, host_out, err, len);
-}
-// The same words by mode: 0 the prmt tables (as above), 1 the placement and
-// bf16x2 multiply of the register-sourced and decode kernels (E2M1x8ViaMul).
-// Returns 0 on success.
+// every scale byte and byte value). Mode 0: the prmt tables (the wgmma
+// panel); 1: the placement and bf16x2 multiply of the register-sourced and
+// decode kernels (E2M1x8ViaMul). Returns 0 on success.
 extern "C" __attribute__((visibility("default"))) int32_t mxval_dequant_selftest_mode(int32_t mode, uint32_t* host_out,
                                                                                       char* err, size_t len) {
   return mxval::gpu::DequantSelfTest(mode, host_out, err, len);
