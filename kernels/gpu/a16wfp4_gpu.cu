@@ -28,8 +28,11 @@
 // tile to bf16 in smem once (reused by every row of the CTA), re-quantize x
 // in smem in mxfp4-even mode, multiply-accumulate in fp32, then stage the
 // bf16 tile through smem for coalesced 16-byte stores.
-// gfx950's native MXFP4 MFMA (v_mfma_scale_f32_*_f8f6f4) is not used: no
-// compiler here targets gfx950 and no such GPU is reachable; see README.
+//   a16wfp4_mfma_scale  AMD gfx950, mxfp4-even mode: the native MXFP4 MFMA
+//                 (v_mfma_scale_f32_16x16x128_f8f6f4). UNTESTED ON HARDWARE
+//                 and never compiled for gfx950 (no compiler here targets
+//                 it); its lane logic is tested on the CPU. See below and
+//                 kernels/gpu/mfma_scale_fp4.h.
 #include "kernels/gpu/a16wfp4_gpu.h"
 
 #include <stdio.h>
@@ -38,6 +41,7 @@
 
 #include "kernels/gpu/a16wfp4_tile.h"
 #include "kernels/gpu/gpu_compat.h"
+#include "kernels/gpu/mfma_scale_fp4.h"
 #if defined(MXVAL_NVIDIA)
 #include <cuda.h>  // CUtensorMap (types only: the encoder is fetched from the driver at run time)
 #include <cuda_bf16.h>
@@ -2889,6 +2893,146 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
   return 0;
 #else
   return 1;
+#endif
+}
+
+// ------------------------------------------------------------------------
+// gfx950's native MXFP4 MFMA ("a16wfp4_mfma_scale", mxfp4-even mode only):
+// activations re-quantized per lane with the "even" rule, weights and scales
+// straight from memory into v_mfma_scale_f32_16x16x128_f8f6f4, one 16 x 16
+// tile per wave (kernels/gpu/mfma_scale_fp4.h has the layout). UNTESTED ON
+// HARDWARE: the instruction line below is compiled for gfx950 only, which no
+// compiler here targets; the lane logic around it runs on the CPU in
+// mfma_scale_fp4_test.cc. A first, simple kernel: no LDS staging, each wave
+// re-quantizes its own x rows (a workgroup's WN waves along N repeat that).
+namespace {
+// Configs: (waves along M, waves along N); BLOCK_SIZE_M = 16 WM,
+// BLOCK_SIZE_N = 16 WN, BLOCK_SIZE_K = 128 (one instruction), NUM_KSPLIT = 1.
+#define MXVAL_MFMA_SCALE_CONFIGS(X) \
+  X(1, 1)                           \
+  X(1, 4)                           \
+  X(2, 2)                           \
+  X(4, 4)
+#if defined(MXVAL_AMD)
+typedef int mxval_intx8_t __attribute__((ext_vector_type(8)));
+// One v_mfma_scale_f32_16x16x128_f8f6f4: A and B as FP4 (format 4), each
+// lane's scale in byte 0 of its scale operand (opsel 0).
+__device__ __forceinline__ floatx4_t MfmaScaleFp4(const Fp4Lane& a, const Fp4Lane& b, floatx4_t acc) {
+#if defined(__gfx950__)
+  const mxval_intx8_t av = {static_cast<int>(a.codes[0]), static_cast<int>(a.codes[1]), static_cast<int>(a.codes[2]),
+                            static_cast<int>(a.codes[3]), 0, 0, 0, 0};
+  const mxval_intx8_t bv = {static_cast<int>(b.codes[0]), static_cast<int>(b.codes[1]), static_cast<int>(b.codes[2]),
+                            static_cast<int>(b.codes[3]), 0, 0, 0, 0};
+  return __builtin_amdgcn_mfma_scale_f32_16x16x128_f8f6f4(av, bv, acc, 4, 4, 0, static_cast<int>(a.scale), 0,
+                                                          static_cast<int>(b.scale));
+#else
+  // Other targets never launch it (MfmaScaleCanImplement checks the device).
+  (void)a;
+  (void)b;
+  __builtin_trap();
+  return acc;
+#endif
+}
+
+template <int WM, int WN>
+__global__ void __launch_bounds__(64 * WM * WN) A16wfp4MfmaScaleKernel(GemmParams p) {
+  const int lane = static_cast<int>(threadIdx.x) % 64, wave = static_cast<int>(threadIdx.x) / 64;
+  int64_t m0, n0;
+  MfmaScaleWaveOrigin(WM, WN, blockIdx.x, blockIdx.y, wave, &m0, &n0);
+  if (m0 >= p.M || n0 >= p.N) return;  // the whole wave: nothing to compute
+  const int64_t b = blockIdx.z;
+  floatx4_t acc = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int64_t k0 = 0; k0 < p.K; k0 += kMfmaScaleK) {
+    const int64_t k = k0 + MfmaScaleKOffset(lane);
+    const Fp4Lane a = XLaneEven(p, b, m0 + MfmaScaleRow(lane), k);
+    const Fp4Lane w = WLane(p, b, n0 + MfmaScaleRow(lane), k);
+    acc = MfmaScaleFp4(a, w, acc);
+  }
+  const float d[4] = {acc[0], acc[1], acc[2], acc[3]};
+  MfmaScaleStoreLane(p, b, m0, n0, lane, d);
+}
+
+struct MfmaScaleEntry {
+  mxval_tile_config config;
+  void (*kernel)(GemmParams);
+};
+#define MXVAL_MFMA_SCALE_ENTRY(WMW, WNW) {{16 * WMW, 16 * WNW, kMfmaScaleK, 1, 1, WMW * WNW}, A16wfp4MfmaScaleKernel<WMW, WNW>},
+const MfmaScaleEntry kMfmaScaleEntries[] = {MXVAL_MFMA_SCALE_CONFIGS(MXVAL_MFMA_SCALE_ENTRY)};
+
+#if defined(MXVAL_HIP_GFX950)
+// Whether the current device is a gfx950 (its arch name, features stripped).
+bool DeviceIsGfx950() {
+  int dev = 0;
+  hipDeviceProp_t prop;
+  if (hipGetDevice(&dev) != hipSuccess || hipGetDeviceProperties(&prop, dev) != hipSuccess) return false;
+  return strncmp(prop.gcnArchName, "gfx950", 6) == 0 && (prop.gcnArchName[6] == '\0' || prop.gcnArchName[6] == ':');
+}
+#endif  // MXVAL_HIP_GFX950
+#endif
+}  // namespace
+
+const mxval_tile_config* MfmaScaleConfigs(int32_t* n) {
+#if defined(MXVAL_AMD)
+  static const mxval_tile_config kConfigs[] = {
+#define MXVAL_MFMA_SCALE_CONFIG(WMW, WNW) {16 * WMW, 16 * WNW, kMfmaScaleK, 1, 1, WMW * WNW},
+      MXVAL_MFMA_SCALE_CONFIGS(MXVAL_MFMA_SCALE_CONFIG)
+#undef MXVAL_MFMA_SCALE_CONFIG
+  };
+  *n = static_cast<int32_t>(sizeof(kConfigs) / sizeof(kConfigs[0]));
+  return kConfigs;
+#else
+  *n = 0;  // AMD gfx950 only
+  return nullptr;
+#endif
+}
+
+int32_t MfmaScaleCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+#if defined(MXVAL_AMD)
+  if (int32_t r = CheckCommon(a, err, len)) return r;
+  if (c == nullptr) return SetErr(err, len, "config is null"), 1;
+  if (FindEntry(kMfmaScaleEntries, c) == nullptr) {
+    return SetErr(err, len,
+                  "this config is not compiled into a16wfp4_mfma_scale (BLOCK_SIZE_M x BLOCK_SIZE_N in {16x16, 16x64, "
+                  "32x32, 64x64} with 1, 4, 4, 16 warps; BLOCK_SIZE_K = 128, num_stages = 1)"),
+           1;
+  }
+  if (c->ksplit != 1) return SetErr(err, len, "a16wfp4_mfma_scale runs NUM_KSPLIT = 1 only"), 1;
+  if (a->activations != MXVAL_ACT_MXFP4_EVEN) {
+    return SetErr(err, len,
+                  "a16wfp4_mfma_scale runs the mxfp4-even mode only (the native MFMA takes E2M1 activations); bf16 "
+                  "activations run on a16wfp4_tc"),
+           1;
+  }
+  if (int32_t r = CheckSplit(a, c, err, len)) return r;
+#if !defined(MXVAL_HIP_GFX950)
+  return SetErr(err, len,
+                "this library has no gfx950 code for a16wfp4_mfma_scale (build with --offload-arch=gfx950 and "
+                "-DMXVAL_HIP_GFX950=1)"),
+         1;
+#else
+  if (!DeviceIsGfx950()) return SetErr(err, len, "a16wfp4_mfma_scale needs a gfx950 device"), 1;
+  return 0;
+#endif
+#else
+  (void)a;
+  (void)c;
+  return SetErr(err, len, "a16wfp4_mfma_scale is AMD gfx950 only (v_mfma_scale_f32_16x16x128_f8f6f4)"), 1;
+#endif
+}
+
+int32_t MfmaScaleRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = MfmaScaleCanImplement(a, c, err, len)) return r;
+#if defined(MXVAL_AMD)
+  const MfmaScaleEntry* e = FindEntry(kMfmaScaleEntries, c);
+  const GemmParams p = MakeParams(*a, kMfmaScaleK, 1);
+  const dim3 grid(static_cast<unsigned>((a->N + c->block_n - 1) / c->block_n),
+                  static_cast<unsigned>((a->M + c->block_m - 1) / c->block_m), static_cast<unsigned>(a->B));
+  e->kernel<<<grid, c->num_warps * kWarpSize, 0, static_cast<gpuStream_t>(a->stream)>>>(p);
+  const gpuError_t le = gpuGetLastError();
+  if (le != gpuSuccess) return SetErr(err, len, gpuGetErrorString(le)), 1;
+  return 0;
+#else
+  return 1;  // not reached: CanImplement refuses
 #endif
 }
 

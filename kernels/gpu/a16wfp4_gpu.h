@@ -47,6 +47,14 @@ const mxval_tile_config* WgmmaRsConfigs(int32_t* n);
 int32_t WgmmaRsCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
 
+// gfx950's native MXFP4 MFMA ("a16wfp4_mfma_scale", AMD gfx950 only,
+// mxfp4-even mode only): v_mfma_scale_f32_16x16x128_f8f6f4 on FP4 x FP4,
+// activations re-quantized per lane (kernels/gpu/mfma_scale_fp4.h).
+// Untested on hardware; no configs outside the HIP build.
+const mxval_tile_config* MfmaScaleConfigs(int32_t* n);
+int32_t MfmaScaleCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+int32_t MfmaScaleRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len);
+
 // Runs the prmt dequantization (a16wfp4_tile.h) on the device for every
 // (scale byte, byte) pair: host_out gets 256 * 256 * 4 words (see the
 // definition).

@@ -25,21 +25,22 @@ constexpr uint32_t kPdl = MXVAL_LAUNCH_PDL;
 size_t Workspace(const mxval_gemm_args* a, const mxval_tile_config* c) { return mxval::gpu::WorkspaceSize(a, c); }
 
 const mxval_kernel_library* Build() {
-  static mxval_kernel kernels[6];
-  int32_t n_tc = 0, n_simt = 0, n_panel = 0, n_decode = 0, n_wg = 0, n_rs = 0;
+  static mxval_kernel kernels[7];
+  int32_t n_tc = 0, n_simt = 0, n_panel = 0, n_decode = 0, n_wg = 0, n_rs = 0, n_ms = 0;
   const mxval_tile_config* tc = mxval::gpu::TcConfigs(&n_tc);
   const mxval_tile_config* panel = mxval::gpu::PanelConfigs(&n_panel);
   const mxval_tile_config* simt = mxval::gpu::SimtConfigs(&n_simt);
   const mxval_tile_config* decode = mxval::gpu::DecodeConfigs(&n_decode);
   const mxval_tile_config* wg = mxval::gpu::WgmmaConfigs(&n_wg);
   const mxval_tile_config* rs = mxval::gpu::WgmmaRsConfigs(&n_rs);
+  const mxval_tile_config* ms = mxval::gpu::MfmaScaleConfigs(&n_ms);
   const uint32_t modes = (1u << MXVAL_ACT_BF16) | (1u << MXVAL_ACT_MXFP4_EVEN);
   kernels[0] = {"a16wfp4_tc", kDevice, kArchs, modes, tc, n_tc, mxval::gpu::TcCanImplement, Workspace,
-                mxval::gpu::TcRun};
+                mxval::gpu::TcRun, 0u};
   kernels[1] = {"a16wfp4_simt", kDevice, kArchs, modes, simt, n_simt, mxval::gpu::SimtCanImplement, Workspace,
-                mxval::gpu::SimtRun};
+                mxval::gpu::SimtRun, 0u};
   kernels[2] = {"a16wfp4_tc_panel", kDevice, kArchs, modes, panel, n_panel, mxval::gpu::PanelCanImplement, Workspace,
-                mxval::gpu::PanelRun};
+                mxval::gpu::PanelRun, 0u};
   kernels[3] = {"a16wfp4_decode", kDevice, kArchs, modes, decode, n_decode, mxval::gpu::DecodeCanImplement, Workspace,
                 mxval::gpu::DecodeRun, kPdl};
   int32_t count = 4;
@@ -51,6 +52,12 @@ const mxval_kernel_library* Build() {
   if (n_rs > 0) {
     kernels[count++] = {"a16wfp4_wgmma_rs", kDevice, kArchs, modes, rs, n_rs, mxval::gpu::WgmmaRsCanImplement,
                         Workspace, mxval::gpu::WgmmaRsRun, kPdl};
+  }
+  // gfx950's native MXFP4 MFMA: the HIP build only, mxfp4-even only, and
+  // untested on hardware (kernels/gpu/mfma_scale_fp4.h).
+  if (n_ms > 0) {
+    kernels[count++] = {"a16wfp4_mfma_scale", kDevice, "gfx950", 1u << MXVAL_ACT_MXFP4_EVEN, ms, n_ms,
+                        mxval::gpu::MfmaScaleCanImplement, Workspace, mxval::gpu::MfmaScaleRun, 0u};
   }
   static const mxval_kernel_library lib = {MXVAL_KERNEL_ABI_VERSION, kLibraryName, MXVAL_BUILD_ID, count, kernels};
   return &lib;
