@@ -42,6 +42,7 @@
 #include "kernels/gpu/a16wfp4_tile.h"
 #include "kernels/gpu/gpu_compat.h"
 #include "kernels/gpu/mfma_scale_fp4.h"
+#include "kernels/gpu/tc_configs.h"
 #if defined(MXVAL_NVIDIA)
 #include <cuda.h>  // CUtensorMap (types only: the encoder is fetched from the driver at run time)
 #include <cuda_bf16.h>
@@ -176,13 +177,12 @@ struct TcConfig {
   static constexpr int kThreads = WARPS_M * WARPS_N * kWarpSize;
   static constexpr int kLdx = BK + 8, kLdw = BK + 8, kLdo = BN + 8;
   static constexpr int kWm = BM / WARPS_M, kWn = BN / WARPS_N;
-  static constexpr size_t kXBytes = size_t{STAGES} * BM * kLdx * 2;
-  static constexpr size_t kOutBytes = size_t{BM} * kLdo * 2;
-  static constexpr size_t kXRegion = kXBytes > kOutBytes ? kXBytes : kOutBytes;
-  static constexpr size_t kWpBytes = size_t{STAGES} * BN * (BK / 2);
-  static constexpr size_t kFixed = kXRegion + kWpBytes + size_t{BN} * kLdw * 2 + sizeof(DequantLut);
+  // Shared-memory layout sizes (kernels/gpu/tc_configs.h).
+  static constexpr size_t kXRegion = TcXRegionBytes(BM, BN, BK, STAGES);
+  static constexpr size_t kWpBytes = TcWpBytes(BN, BK, STAGES);
+  static constexpr size_t kFixed = TcFixedSmemBytes(BM, BN, BK, STAGES);
   // Plus the CTA's scale slab, BN x kgroups bytes (known at launch).
-  static size_t Smem(int kgroups) { return kFixed + (size_t{BN} * kgroups + 15) / 16 * 16; }
+  static size_t Smem(int kgroups) { return TcSmemBytes(BM, BN, BK, STAGES, kgroups); }
   static_assert(BM % (16 * WARPS_M) == 0, "warp tile rows must be a multiple of 16");
   static_assert(BN % (16 * WARPS_N) == 0, "warp tile columns must be a multiple of 16");
   static_assert(BK % 32 == 0, "BLOCK_K must be a multiple of the 32-element scale group");
@@ -616,23 +616,7 @@ int32_t LaunchReduce(const mxval_gemm_args* a, const GemmParams& p, char* err, s
   return 0;
 }
 
-// The compiled tensor-core instantiations: (BM, BN, BK, WARPS_M, WARPS_N, STAGES).
-#define MXVAL_TC_CONFIGS(X)  \
-  X(16, 32, 128, 1, 2, 4)    \
-  X(16, 64, 64, 1, 4, 4)     \
-  X(32, 64, 64, 1, 4, 4)     \
-  X(16, 32, 128, 1, 2, 2)    \
-  X(16, 64, 64, 1, 4, 2)     \
-  X(16, 64, 128, 1, 4, 2)    \
-  X(32, 64, 64, 1, 4, 3)     \
-  X(32, 64, 128, 1, 4, 3)    \
-  X(64, 64, 64, 2, 2, 3)     \
-  X(64, 64, 128, 2, 2, 3)    \
-  X(64, 128, 64, 2, 2, 3)    \
-  X(128, 64, 128, 2, 2, 2)   \
-  X(128, 128, 64, 2, 2, 3)   \
-  X(128, 128, 128, 2, 2, 2)  \
-  X(128, 256, 64, 2, 4, 3)
+// The compiled tensor-core instantiations: MXVAL_TC_CONFIGS in kernels/gpu/tc_configs.h.
 
 struct TcEntry {
   mxval_tile_config config;

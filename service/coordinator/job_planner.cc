@@ -120,6 +120,8 @@ PlannerOptions PlannerOptions::WithBuiltinTables() {
   PlannerOptions o;
   o.default_tables["cpu"] = kDefaultCpuTableJson;
   o.default_tables["sm_90a"] = kDefaultSm90aTableJson;
+  o.default_tables["gfx942"] = kDefaultGfx942TableJson;  // untuned, never run (no AMD GPU here)
+  o.default_tables["gfx950"] = kDefaultGfx950TableJson;
   return o;
 }
 

@@ -147,9 +147,31 @@ TEST(JobPlanner, MultipleArchsAndExternalLibraries) {
   auto again = PlanJob(s, o, Registered("pr-1234-kernels", "abc123", std::string(64, 'b')));
   ASSERT_TRUE(again.ok());
   EXPECT_NE(again->tasks[6].dedup_key, plan->tasks[6].dedup_key);
-  // gfx942 has no built-in table: the job must bring one.
+  // gfx90a has no built-in table: the job must bring one.
+  s.add_target_archs("gfx90a");
+  auto no_table = PlanJob(s, o, libs);
+  EXPECT_TRUE(absl::IsInvalidArgument(no_table.status()));
+  EXPECT_NE(no_table.status().message().find("no built-in table for arch 'gfx90a'"), std::string::npos)
+      << no_table.status();
+}
+
+TEST(JobPlanner, AmdArchsPlanWithTheBuiltinTables) {
+  // gfx942 / gfx950 have built-in (untuned) tables naming a16wfp4_tc of the
+  // HIP library (kernels/configs/gfx942.json, gfx950.json).
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  v1::JobSpec s = GoodSpec();
   s.add_target_archs("gfx942");
-  EXPECT_TRUE(absl::IsInvalidArgument(PlanJob(s, o, libs).status()));
+  s.add_target_archs("gfx950");
+  auto plan = PlanJob(s, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_FALSE(plan->tasks.empty());
+  std::set<std::string> archs;
+  for (const auto& t : plan->tasks) {
+    archs.insert(t.spec.arch());
+    EXPECT_EQ(t.spec.baseline_kernel().library(), "mxval-builtin-hip");
+    EXPECT_EQ(t.spec.baseline_kernel().kernel(), "a16wfp4_tc");
+  }
+  EXPECT_EQ(archs, (std::set<std::string>{"gfx942", "gfx950"}));
 }
 
 TEST(JobPlanner, TensorElementAndDeviceMemoryCapsNameTheShape) {
