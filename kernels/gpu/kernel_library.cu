@@ -10,7 +10,14 @@ namespace {
 
 #if defined(__HIPCC__)
 constexpr int32_t kDevice = MXVAL_DEVICE_HIP;
-constexpr const char* kArchs = "gfx90a,gfx940,gfx942";
+// The archs the build's code objects target: the build sets MXVAL_HIP_ARCHS to
+// its --offload-arch list (deploy/docker/Dockerfile.rocm: "gfx942,gfx950");
+// the default is the CI compile check's.
+#ifdef MXVAL_HIP_ARCHS
+constexpr const char* kArchs = MXVAL_HIP_ARCHS;
+#else
+constexpr const char* kArchs = "gfx90a,gfx940";
+#endif
 constexpr const char* kLibraryName = "mxval-builtin-hip";
 constexpr uint32_t kPdl = 0;  // no programmatic dependent launch under HIP
 #else
