@@ -2957,13 +2957,11 @@ bool DeviceIsGfx950() {
 
 const mxval_tile_config* MfmaScaleConfigs(int32_t* n) {
 #if defined(MXVAL_AMD)
-  static const mxval_tile_config kConfigs[] = {
-#define MXVAL_MFMA_SCALE_CONFIG(WMW, WNW) {16 * WMW, 16 * WNW, kMfmaScaleK, 1, 1, WMW * WNW},
-      MXVAL_MFMA_SCALE_CONFIGS(MXVAL_MFMA_SCALE_CONFIG)
-#undef MXVAL_MFMA_SCALE_CONFIG
-  };
-  *n = static_cast<int32_t>(sizeof(kConfigs) / sizeof(kConfigs[0]));
-  return kConfigs;
+  constexpr int kNum = sizeof(kMfmaScaleEntries) / sizeof(kMfmaScaleEntries[0]);
+  static mxval_tile_config configs[kNum];
+  for (int i = 0; i < kNum; ++i) configs[i] = kMfmaScaleEntries[i].config;
+  *n = kNum;
+  return configs;
 #else
   *n = 0;  // AMD gfx950 only
   return nullptr;
@@ -2975,10 +2973,7 @@ int32_t MfmaScaleCanImplement(const mxval_gemm_args* a, const mxval_tile_config*
   if (int32_t r = CheckCommon(a, err, len)) return r;
   if (c == nullptr) return SetErr(err, len, "config is null"), 1;
   if (FindEntry(kMfmaScaleEntries, c) == nullptr) {
-    return SetErr(err, len,
-                  "this config is not compiled into a16wfp4_mfma_scale (BLOCK_SIZE_M x BLOCK_SIZE_N in {16x16, 16x64, "
-                  "32x32, 64x64} with 1, 4, 4, 16 warps; BLOCK_SIZE_K = 128, num_stages = 1)"),
-           1;
+    return SetErr(err, len, "this config is not compiled into a16wfp4_mfma_scale; see the kernel's config list"), 1;
   }
   if (c->ksplit != 1) return SetErr(err, len, "a16wfp4_mfma_scale runs NUM_KSPLIT = 1 only"), 1;
   if (a->activations != MXVAL_ACT_MXFP4_EVEN) {

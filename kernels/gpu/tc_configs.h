@@ -37,8 +37,8 @@ namespace gpu {
 // the dequantized weight tile (BN rows of BK + 8 bf16); the dequantization
 // table; then the CTA's scale slab, BN x kgroups bytes (16-byte rounded).
 MXVAL_HD constexpr size_t TcXRegionBytes(int bm, int bn, int bk, int stages) {
-  return size_t(stages) * bm * (bk + 8) * 2 > size_t(bm) * (bn + 8) * 2 ? size_t(stages) * bm * (bk + 8) * 2
-                                                                        : size_t(bm) * (bn + 8) * 2;
+  const size_t x_stages = size_t(stages) * bm * (bk + 8) * 2, out_tile = size_t(bm) * (bn + 8) * 2;
+  return x_stages > out_tile ? x_stages : out_tile;
 }
 MXVAL_HD constexpr size_t TcWpBytes(int bn, int bk, int stages) { return size_t(stages) * bn * (bk / 2); }
 MXVAL_HD constexpr size_t TcFixedSmemBytes(int bm, int bn, int bk, int stages) {
