@@ -139,6 +139,10 @@ def trace_one(copy, buf, calls, name, M, cfg, variant, results, phases=PHASES, g
         for ph, a, b in phases:
             out["phases"][ph] = sorted(round((r[b] - r[a]) / ghz / 1e3, 3) for r in rows if r[a] and r[b])
         out["phases"]["total"] = sorted((r[9] - r[0]) / ghz / 1e3 for r in rows)
+        # When the CTAs exit (global timer, from the first entry): the call's
+        # tail is the time between the first exits and the last, when fewer
+        # and fewer SMs still move bytes.
+        out["exit_us"] = sorted((r[10] - t0) / 1e3 for r in rows)
         results.append(out)
         print("%-18s M=%-5d %-28s %s ctas %4d on %3d SMs, tiles/CTA <= %d, %.2f GHz; graph %.2f us/call, span %.2f us"
               % (name, M, cfg, variant or "(default)", out["ctas"], out["sms"], out["tiles_max"], ghz, t["median"], span))
@@ -147,6 +151,9 @@ def trace_one(copy, buf, calls, name, M, cfg, variant, results, phases=PHASES, g
             v = out["phases"][ph]
             if v:
                 print("    %-8s %8.2f %8.2f %8.2f %8.2f" % (ph, v[0], q(v, 0.5), q(v, 0.9), v[-1]))
+        ex = out["exit_us"]
+        print("    exits, us from the first entry: first %.2f, p10 %.2f, median %.2f, p90 %.2f, last %.2f"
+              % (ex[0], q(ex, 0.1), q(ex, 0.5), q(ex, 0.9), ex[-1]))
         if grid_x > 1:
             # Drift: the CTAs of one (M group, batch) are grid_x consecutive
             # linear indices (one per N tile); how far apart they exit says
