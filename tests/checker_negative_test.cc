@@ -2,6 +2,7 @@
 // Each test wraps the (correct) CPU kernel with an injected bug and asserts
 // the verdict is a failure of the expected kind; a control run of the
 // unmodified kernel on the same case passes, so the failure is the bug's.
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -129,6 +130,51 @@ TEST(Negative, OffByOneBatchStride) {
     return cpu::RunA16WFP4(a, kConfig);
   });
   EXPECT_EQ(r.verdict, Verdict::kFailCatastrophic) << r.reason;
+}
+
+// A kernel with a fast path for scale rows on 16-byte boundaries (dense
+// K = 512 rows are 16 bytes) that reads each 4-byte word's scale bytes in
+// reverse order. The guarded layout must keep the rows as aligned as dense
+// ones, or the path production runs is never validated: with the old fixed
+// guard of 2 groups (18-byte rows) the same kernel passes.
+TEST(Negative, ScalePathTakenOnlyOnAlignedRows) {
+  const KernelFn fast_path_bug = [](const CaseData& d, uint16_t* y) {
+    WeightView w = d.w;
+    std::vector<uint8_t> reversed;
+    if (w.scale_stride_n % 16 == 0 && w.scale_stride_b % 16 == 0) {
+      reversed = d.scales;
+      for (size_t i = 0; i + 4 <= reversed.size(); i += 4) std::reverse(reversed.begin() + i, reversed.begin() + i + 4);
+      w.scales = reversed.data();
+    }
+    cpu::CpuGemmArgs a{d.spec.shape, d.spec.activations, d.x_bf16.data(), d.xs, w, y, d.ys, 2};
+    return cpu::RunA16WFP4(a, kConfig);
+  };
+  CaseSpec spec;
+  spec.shape = {4, 33, 128, 512};  // DeepSeek-V3 V-up's (N, K)
+  spec.w_gen = *ParseGenerator("normal");
+  auto r = Check(spec, fast_path_bug);
+  EXPECT_EQ(r.verdict, Verdict::kFailCatastrophic) << r.reason;
+  spec.guard_groups = 2;
+  EXPECT_EQ(Check(spec, fast_path_bug).verdict, Verdict::kPass);
+}
+
+// The default guard keeps the dense layout's power-of-two alignment of the
+// scale rows and batches, and still poisons at least one group per row.
+TEST(Negative, DefaultScaleGuardKeepsTheDenseAlignment) {
+  const auto lowbit = [](int64_t v) { return v & -v; };
+  for (int64_t K = 32; K <= 4096; K += 32) {
+    const int64_t guard = DefaultScaleGuardGroups(K), srow = K / 32 + guard;
+    EXPECT_GE(guard, 2) << K;
+    EXPECT_EQ(lowbit(srow), lowbit(K / 32)) << K;
+    for (int64_t N : {1, 72, 128, 200, 512}) EXPECT_EQ(lowbit(N * srow), lowbit(N * K / 32)) << K << " " << N;
+  }
+  CaseSpec spec;
+  spec.shape = {2, 5, 24, 192};
+  auto d = CaseData::Build(spec);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->w.scale_stride_n, 6 + 4);
+  for (int64_t r = 0; r < 2 * 24; ++r)
+    for (int64_t g = 6; g < 10; ++g) EXPECT_EQ(d->scales[r * 10 + g], mxfp4::kScaleNaN) << r << " " << g;
 }
 
 }  // namespace

@@ -58,6 +58,11 @@ void ApplyExtremeScales(CaseData& d, int64_t prow, int64_t srow) {
 
 }  // namespace
 
+int64_t DefaultScaleGuardGroups(int64_t K) {
+  const int64_t g = K / 32;
+  return 2 * (g & -g);
+}
+
 CaseSpec SpecForShape(const OpShape& shape, int64_t M) {
   CaseSpec spec;
   spec.op = shape.op;
@@ -77,7 +82,8 @@ absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes
   const int64_t rows_g = s.M + spec.guard_rows;
   const int64_t pitch = spec.strided_x ? s.K + spec.x_pitch_extra : s.K;
   const int64_t x_elems = s.B * rows_g * pitch;
-  const int64_t prow = s.K / 2 + 16, srow = s.K / 32 + spec.guard_groups;
+  const int64_t guard_groups = spec.guard_groups >= 0 ? spec.guard_groups : DefaultScaleGuardGroups(s.K);
+  const int64_t prow = s.K / 2 + 16, srow = s.K / 32 + guard_groups;
   const int64_t bytes = x_elems * 6 + s.B * s.N * (prow + srow) + s.B * s.M * s.N * 6;
   if (s.B > (int64_t{1} << 20) || s.M > (int64_t{1} << 24) || s.N > (int64_t{1} << 20) || s.K > (int64_t{1} << 20) ||
       bytes > max_bytes) {

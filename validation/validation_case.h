@@ -3,7 +3,10 @@
 //
 // Guards (so out-of-bounds reads fail loudly):
 //   x       NaN rows past M (per batch) and NaN in the row pitch past K
-//   scales  0xFF (NaN) groups past K/32 in every row
+//   scales  0xFF (NaN) groups past K/32 in every row; by default as many
+//           as keep each row's stride as aligned as a dense row's (K/32
+//           bytes), so a kernel that takes a vectorized scale path only on
+//           aligned rows is validated on the path production runs
 //   packed  0xFF bytes past K/2 in every row
 //   y       poisoned (signalling NaN) before the kernel runs
 #ifndef MXVAL_VALIDATION_VALIDATION_CASE_H_
@@ -38,12 +41,22 @@ struct CaseSpec {
   mxfp4::ScaleRule w_rule = mxfp4::ScaleRule::kEven;
   uint64_t seed = 1;
   int64_t guard_rows = 3;
-  int64_t guard_groups = 2;
+  // Scale groups past K/32 per row (0xFF); < 0: DefaultScaleGuardGroups(K).
+  int64_t guard_groups = -1;
   // Optional weights from files (e.g. a checkpoint's w_kc): dense uint8
   // (B, N, K/2) and (B, N, K/32). When set, w_gen and w_rule are unused;
   // the tensors are copied into guarded buffers like generated ones.
   std::shared_ptr<const std::vector<uint8_t>> w_packed_file, w_scales_file;
 };
+
+// The default scale guard: 2 x the largest power of two dividing K/32, so
+// the guarded row stride (K/32 + guard bytes, and N times it per batch) has
+// exactly the power-of-two alignment of the dense layout: 48-byte rows at
+// K = 512 (dense 16), 10 at K = 192 (dense 6), 12 at K = 128 (dense 4).
+// A fixed guard of 2 made every K = 512 row 18 bytes, 2-aligned where
+// production rows are 16-aligned, so a kernel's 16-byte scale loads were
+// never validated (BENCHMARKS.md, thirtieth session).
+int64_t DefaultScaleGuardGroups(int64_t K);
 
 struct OpShape;
 // The case for one preset/custom shape at M (generators and seed defaulted).
