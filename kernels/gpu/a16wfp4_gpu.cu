@@ -1952,6 +1952,44 @@ __device__ __forceinline__ void StageHalfTileTransSw64(uint32_t out, const float
   }
 }
 
+// A weight row's scale bytes (kG of them, K / 32) as kG / W loads of W
+// bytes each (W divides kG; srow W-aligned), kept packed as loaded:
+// register i holds bytes [i * BPR, (i + 1) * BPR), BPR = min(W, 4). They
+// are unpacked only where the conversion reads them (RsScaleByte): an
+// unpack right after the loads made the warps wait for them before the
+// CTA barrier (entry 0.70 -> 0.96 us at DeepSeek-V3 V-up M = 64).
+constexpr int RsScaleWidth(int kg) { return kg % 16 == 0 ? 16 : kg % 8 == 0 ? 8 : kg % 4 == 0 ? 4 : kg % 2 == 0 ? 2 : 1; }
+template <int KG, int W>
+__device__ __forceinline__ void LoadScaleRowPacked(const uint8_t* srow, uint32_t (&out)[KG]) {
+  if constexpr (W == 16) {
+#pragma unroll
+    for (int j = 0; j < KG / 16; ++j) {
+      const uint4 v = *reinterpret_cast<const uint4*>(srow + 16 * j);
+      out[4 * j] = v.x, out[4 * j + 1] = v.y, out[4 * j + 2] = v.z, out[4 * j + 3] = v.w;
+    }
+  } else if constexpr (W == 8) {
+#pragma unroll
+    for (int j = 0; j < KG / 8; ++j) {
+      const uint2 v = *reinterpret_cast<const uint2*>(srow + 8 * j);
+      out[2 * j] = v.x, out[2 * j + 1] = v.y;
+    }
+  } else if constexpr (W == 4) {
+#pragma unroll
+    for (int j = 0; j < KG / 4; ++j) out[j] = *reinterpret_cast<const uint32_t*>(srow + 4 * j);
+  } else if constexpr (W == 2) {
+#pragma unroll
+    for (int j = 0; j < KG / 2; ++j) out[j] = *reinterpret_cast<const uint16_t*>(srow + 2 * j);
+  } else {
+#pragma unroll
+    for (int j = 0; j < KG; ++j) out[j] = srow[j];
+  }
+}
+template <int W>
+__device__ __forceinline__ uint32_t RsScaleByte(const uint32_t* packed, int gi) {
+  constexpr int kBpr = W < 4 ? W : 4;
+  return (packed[gi / kBpr] >> (8 * (gi % kBpr))) & 0xFFu;
+}
+
 // BM: x rows per tile (wgmma N); WGS: consumer warpgroups (64 weight rows
 // each, all on the same x tile); the kernel's MINB: CTAs per SM the
 // registers are budgeted for. One consumer warpgroup comes with a producer warp (160
@@ -2077,13 +2115,32 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   // with 64 rows, r0 + 8 (A row + 8); their scale bytes.
   const int r0 = (kHalf ? 8 : 16) * warp + lane / 4;
   uint32_t sc[kH][kG];
+  // A row's kG scale bytes in kG / W loads of W bytes (W: the largest power
+  // of two up to 16 dividing kG) when every row's bytes are W-aligned, as
+  // dense scales are: one 16-byte load per row at K = 512 instead of 16
+  // byte loads. Same-process A/B against the byte loads on the H200:
+  // 0.984-0.992 of the time at M = 256 on the four model shapes, 0.988-1.004
+  // at M = 64, level from M = 1024 (BENCHMARKS.md, thirtieth session). Flags
+  // bit 17 (MXVAL_RS_SCALES=bytes, read per call): the byte loads, for A/Bs;
+  // rows that are not W-aligned always take them.
+  constexpr int kSW = RsScaleWidth(kG);
+  const bool scales_vec =
+      !((flags >> 17) & 1) && ((reinterpret_cast<uintptr_t>(p.ws) | static_cast<uint64_t>(p.ws_sb) |
+                                static_cast<uint64_t>(p.ws_sn)) % kSW) == 0;
   auto load_scales = [&]() {
 #pragma unroll
     for (int h = 0; h < kH; ++h) {
       const int64_t n = n0 + ROWS * wg + r0 + 8 * h;
       const uint8_t* srow = p.ws + b * p.ws_sb + n * p.ws_sn + k0 / 32;
+      if (n >= p.N) {  // past N: code 0 with scale 2^0 (in either packing)
 #pragma unroll
-      for (int gi = 0; gi < kG; ++gi) sc[h][gi] = n < p.N ? srow[gi] : 127u;  // past N: code 0 with scale 2^0
+        for (int gi = 0; gi < kG; ++gi) sc[h][gi] = 0x7F7F7F7Fu;
+      } else if (scales_vec) {
+        LoadScaleRowPacked<kG, kSW>(srow, sc[h]);
+      } else {
+#pragma unroll
+        for (int gi = 0; gi < kG; ++gi) sc[h][gi] = srow[gi];
+      }
     }
   };
   // The scale loads go out right behind the weight rows' copies, before
@@ -2218,8 +2275,9 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     for (int h = 0; h < kH; ++h)
 #pragma unroll
       for (int gi = 0; gi < kG; ++gi) {
-        rare |= !E2M1MulCover(sc[h][gi]);
-        place(h, gi, E2M1x8ViaMul(gathered(h, gi), E2M1MulScale(sc[h][gi])));
+        const uint32_t s = scales_vec ? RsScaleByte<kSW>(sc[h], gi) : sc[h][gi] & 0xFFu;
+        rare |= !E2M1MulCover(s);
+        place(h, gi, E2M1x8ViaMul(gathered(h, gi), E2M1MulScale(s)));
       }
     if (rare) {  // the scale bytes are read again: keeping them live spilled (two warpgroups, K = 512)
 #pragma unroll
@@ -2863,7 +2921,7 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
   // 0 = the entry before 2026-12-03.
   flags |= EntryBits("MXVAL_RS_ENTRY", 15) << 4;
   if (const char* v = getenv("MXVAL_RS_XEARLY")) flags |= (atoi(v) & 15) << 8;  // read per call, for A/Bs
-  if (const char* v = getenv("MXVAL_RS_SCALES"); v != nullptr && strcmp(v, "late") == 0) flags |= 1 << 16;
+  if (const char* v = getenv("MXVAL_RS_SCALES")) flags |= strcmp(v, "late") == 0 ? 1 << 16 : strcmp(v, "bytes") == 0 ? 1 << 17 : 0;
 #if defined(MXVAL_RS_ABLATION)
   if (const char* v = getenv("MXVAL_RS_ABLATE")) flags |= (atoi(v) & 7) << 1;  // read per call
 #endif
