@@ -13,6 +13,13 @@
 // CTA instead (the slower of the two warpgroups counts). Cycles per tile
 // (clock64 around 64 tiles, median over CTAs) are printed.
 //
+// Second table: the chain alone (W = 0) with wgmma n = 32 / 64 / 128 (the x
+// rows per tile, BLOCK_SIZE_M), A from registers or shared memory, over 64
+// tiles (throughput) and over one tile (the latency a CTA with a single
+// tile sees, as at M <= 64): whether the 32-row configs' chain at n = 32 is
+// bound per instruction rather than by math (BENCHMARKS.md, thirtieth
+// session).
+//
 // Build and run on an sm_90a machine (CMake builds it as bin/rs_overlap_probe
 // where nvcc is found):
 //   nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a -I. bench/rs_overlap_probe.cu -o /tmp/rs_probe
@@ -54,8 +61,10 @@ __device__ __forceinline__ void IntegerWork(uint32_t (&v)[8], uint32_t salt) {
 }
 
 // MODE 0: RS wgmma, 1: SS wgmma, 2: the integer work alone, 3: RS wgmma in
-// warpgroup 0 and the integer work in warpgroup 1 (256 threads).
-template <int MODE, int W>
+// warpgroup 0 and the integer work in warpgroup 1 (256 threads). N: wgmma's
+// n (B rows per chunk; up to 128 fit the chunk stride's reads in the buffer).
+// TILES: tiles timed.
+template <int MODE, int W, int N = 64, int TILES = kTiles>
 __global__ void __launch_bounds__(256, 1) Probe(long long* cycles, uint32_t* sink) {
   extern __shared__ __align__(1024) uint8_t smem[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem) + 1023) & ~uintptr_t{1023});
@@ -73,12 +82,12 @@ __global__ void __launch_bounds__(256, 1) Probe(long long* cycles, uint32_t* sin
   uint32_t v[8];
 #pragma unroll
   for (int c = 0; c < 8; ++c) v[c] = threadIdx.x * 0x9E3779B9u + c;
-  float d[32];
+  float d[N / 2];
 #pragma unroll
-  for (int i = 0; i < 32; ++i) d[i] = 0.f;
+  for (int i = 0; i < N / 2; ++i) d[i] = 0.f;
   if (MODE == 3 && threadIdx.x >= 128) {  // warpgroup 1: the integer work only, on its own path
     const long long t0 = clock64();
-    for (int tile = 0; tile < kTiles; ++tile)
+    for (int tile = 0; tile < TILES; ++tile)
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) IntegerWork<W>(v, static_cast<uint32_t>(c));
     const long long t1 = clock64();
@@ -86,12 +95,12 @@ __global__ void __launch_bounds__(256, 1) Probe(long long* cycles, uint32_t* sin
 #pragma unroll
     for (int c = 0; c < 8; ++c) acc ^= v[c];
     sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
-    if (threadIdx.x == 128) cycles[2 * blockIdx.x + 1] = (t1 - t0) / kTiles;
+    if (threadIdx.x == 128) cycles[2 * blockIdx.x + 1] = (t1 - t0) / TILES;
     return;
   }
   constexpr bool mma = MODE != 2, work = MODE != 3;
   const long long t0 = clock64();
-  for (int tile = 0; tile < kTiles; ++tile) {
+  for (int tile = 0; tile < TILES; ++tile) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       if (mma) {
@@ -100,9 +109,9 @@ __global__ void __launch_bounds__(256, 1) Probe(long long* cycles, uint32_t* sin
         for (int j = 0; j < 4; ++j) {
           const uint64_t bd = SmemDescSw128(b_addr + c * kChunkBytes + 32 * j);
           if (MODE == 0) {
-            WgmmaRs<64>::Mma(d, wa[4 * c + j], bd, 1);
+            WgmmaRs<N>::Mma(d, wa[4 * c + j], bd, 1);
           } else {
-            Wgmma<64>::Mma(d, SmemDescSw128(a_addr + c * kChunkBytes + 32 * j), bd, 1);
+            Wgmma<N>::Mma(d, SmemDescSw128(a_addr + c * kChunkBytes + 32 * j), bd, 1);
           }
         }
         WgmmaCommit();
@@ -117,12 +126,12 @@ __global__ void __launch_bounds__(256, 1) Probe(long long* cycles, uint32_t* sin
 #pragma unroll
   for (int c = 0; c < 8; ++c) acc ^= v[c];
 #pragma unroll
-  for (int i = 0; i < 32; ++i) acc ^= __float_as_uint(d[i]);
+  for (int i = 0; i < N / 2; ++i) acc ^= __float_as_uint(d[i]);
   sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
-  if (threadIdx.x % 128 == 0) cycles[2 * blockIdx.x + threadIdx.x / 128] = (t1 - t0) / kTiles;
+  if (threadIdx.x % 128 == 0) cycles[2 * blockIdx.x + threadIdx.x / 128] = (t1 - t0) / TILES;
 }
 
-template <int MODE, int W>
+template <int MODE, int W, int N = 64, int TILES = kTiles>
 double Run(int sms) {
   long long* cycles;
   uint32_t* sink;
@@ -131,11 +140,11 @@ double Run(int sms) {
   cudaMemset(cycles, 0, 2 * sms * sizeof(long long));
   cudaMalloc(&sink, sms * 256 * sizeof(uint32_t));
   const int smem = 2 * kChunks * kChunkBytes + 1024;
-  cudaFuncSetAttribute(Probe<MODE, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaFuncSetAttribute(Probe<MODE, W, N, TILES>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   std::vector<long long> h(2 * sms), slowest(sms);
   double best = 1e30;
   for (int rep = 0; rep < 5; ++rep) {
-    Probe<MODE, W><<<sms, threads, smem>>>(cycles, sink);
+    Probe<MODE, W, N, TILES><<<sms, threads, smem>>>(cycles, sink);
     if (cudaDeviceSynchronize() != cudaSuccess) {
       printf("launch failed: %s\n", cudaGetErrorString(cudaGetLastError()));
       return -1;
@@ -159,5 +168,12 @@ int main() {
   printf("%-28s %8.0f %8.0f %8.0f\n", "A from shared memory (SS)", Run<1, 0>(sms), Run<1, 40>(sms), Run<1, 80>(sms));
   printf("%-28s %8.0f %8.0f %8.0f\n", "integer work alone", Run<2, 0>(sms), Run<2, 40>(sms), Run<2, 80>(sms));
   printf("%-28s %8.0f %8.0f %8.0f\n", "RS, work in another WG", Run<3, 0>(sms), Run<3, 40>(sms), Run<3, 80>(sms));
+  printf("\nthe chain alone (32 wgmma m64nNk16 per tile), cycles per tile, median over %d CTAs, best of 5\n", sms);
+  printf("%-28s %8s %8s %8s\n", "", "n=32", "n=64", "n=128");
+  printf("%-28s %8d %8d %8d\n", "dense bf16 math, 4096 flop/clk", 512, 1024, 2048);
+  printf("%-28s %8.0f %8.0f %8.0f\n", "RS, 64 tiles", Run<0, 0, 32>(sms), Run<0, 0, 64>(sms), Run<0, 0, 128>(sms));
+  printf("%-28s %8.0f %8.0f %8.0f\n", "SS, 64 tiles", Run<1, 0, 32>(sms), Run<1, 0, 64>(sms), Run<1, 0, 128>(sms));
+  printf("%-28s %8.0f %8.0f %8.0f\n", "RS, one tile", Run<0, 0, 32, 1>(sms), Run<0, 0, 64, 1>(sms), Run<0, 0, 128, 1>(sms));
+  printf("%-28s %8.0f %8.0f %8.0f\n", "SS, one tile", Run<1, 0, 32, 1>(sms), Run<1, 0, 64, 1>(sms), Run<1, 0, 128, 1>(sms));
   return 0;
 }
