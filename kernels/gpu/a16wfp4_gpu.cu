@@ -644,6 +644,20 @@ const Entry* FindEntry(const Entry (&entries)[N], const mxval_tile_config* c) {
   }
   return nullptr;
 }
+// The entries' configs, in entry order, as the ABI's list (built once).
+template <typename Entry, size_t N>
+const mxval_tile_config* EntryConfigs(const Entry (&entries)[N], int32_t* n) {
+  struct List {
+    mxval_tile_config c[N];
+  };
+  static const List list = [&entries] {
+    List l{};
+    for (size_t i = 0; i < N; ++i) l.c[i] = entries[i].config;
+    return l;
+  }();
+  *n = static_cast<int32_t>(N);
+  return list.c;
+}
 const TcEntry* FindTc(const mxval_tile_config* c) { return FindEntry(kTcEntries, c); }
 
 // Panel-kernel instantiations: (BM, BN, BK, WARPS_M, WARPS_N, STAGES).
@@ -690,12 +704,7 @@ int32_t RaiseSmem(Kernel kernel, size_t smem, size_t* done, char* err, size_t le
 
 }  // namespace
 
-const mxval_tile_config* PanelConfigs(int32_t* n) {
-  static mxval_tile_config configs[kNumPanel];
-  for (int i = 0; i < kNumPanel; ++i) configs[i] = kPanelEntries[i].config;
-  *n = kNumPanel;
-  return configs;
-}
+const mxval_tile_config* PanelConfigs(int32_t* n) { return EntryConfigs(kPanelEntries, n); }
 
 int32_t PanelCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
   if (int32_t r = CheckCommon(a, err, len)) return r;
@@ -749,12 +758,7 @@ int32_t PanelRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* err
 }
 
 // Exposed configs (ksplit = 1 listed; any NUM_KSPLIT up to the K tiles runs).
-const mxval_tile_config* TcConfigs(int32_t* n) {
-  static mxval_tile_config configs[kNumTc];
-  for (int i = 0; i < kNumTc; ++i) configs[i] = kTcEntries[i].config;
-  *n = kNumTc;
-  return configs;
-}
+const mxval_tile_config* TcConfigs(int32_t* n) { return EntryConfigs(kTcEntries, n); }
 
 int32_t TcCanImplement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
   if (int32_t r = CheckCommon(a, err, len)) return r;
@@ -1958,9 +1962,11 @@ __device__ __forceinline__ void StageHalfTileTransSw64(uint32_t out, const float
 // are unpacked only where the conversion reads them (RsScaleByte): an
 // unpack right after the loads made the warps wait for them before the
 // CTA barrier (entry 0.70 -> 0.96 us at DeepSeek-V3 V-up M = 64).
-constexpr int RsScaleWidth(int kg) { return kg % 16 == 0 ? 16 : kg % 8 == 0 ? 8 : kg % 4 == 0 ? 4 : kg % 2 == 0 ? 2 : 1; }
+// kG is even: the kernel's K (per CTA) is a multiple of 64.
+constexpr int RsScaleWidth(int kg) { return kg % 16 == 0 ? 16 : kg % 8 == 0 ? 8 : kg % 4 == 0 ? 4 : 2; }
 template <int KG, int W>
 __device__ __forceinline__ void LoadScaleRowPacked(const uint8_t* srow, uint32_t (&out)[KG]) {
+  static_assert(KG % 2 == 0 && KG % W == 0, "scale rows of an even number of groups, W dividing it");
   if constexpr (W == 16) {
 #pragma unroll
     for (int j = 0; j < KG / 16; ++j) {
@@ -1976,17 +1982,14 @@ __device__ __forceinline__ void LoadScaleRowPacked(const uint8_t* srow, uint32_t
   } else if constexpr (W == 4) {
 #pragma unroll
     for (int j = 0; j < KG / 4; ++j) out[j] = *reinterpret_cast<const uint32_t*>(srow + 4 * j);
-  } else if constexpr (W == 2) {
-#pragma unroll
-    for (int j = 0; j < KG / 2; ++j) out[j] = *reinterpret_cast<const uint16_t*>(srow + 2 * j);
   } else {
 #pragma unroll
-    for (int j = 0; j < KG; ++j) out[j] = srow[j];
+    for (int j = 0; j < KG / 2; ++j) out[j] = *reinterpret_cast<const uint16_t*>(srow + 2 * j);
   }
 }
 template <int W>
 __device__ __forceinline__ uint32_t RsScaleByte(const uint32_t* packed, int gi) {
-  constexpr int kBpr = W < 4 ? W : 4;
+  constexpr int kBpr = W < 4 ? W : 4;  // bytes per register as loaded
   return (packed[gi / kBpr] >> (8 * (gi % kBpr))) & 0xFFu;
 }
 
@@ -2118,9 +2121,10 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
   // A row's kG scale bytes in kG / W loads of W bytes (W: the largest power
   // of two up to 16 dividing kG) when every row's bytes are W-aligned, as
   // dense scales are: one 16-byte load per row at K = 512 instead of 16
-  // byte loads. Same-process A/B against the byte loads on the H200:
-  // 0.984-0.992 of the time at M = 256 on the four model shapes, 0.988-1.004
-  // at M = 64, level from M = 1024 (BENCHMARKS.md, thirtieth session). Flags
+  // byte loads. Same-process A/Bs against the byte loads on the H200, two
+  // runs: 0.984-1.001 of the time at M = 256 on the four model shapes (7 of
+  // 8 at most 0.992), 0.978-1.016 at M = 64, level from M = 1024
+  // (BENCHMARKS.md, thirtieth session). Flags
   // bit 17 (MXVAL_RS_SCALES=bytes, read per call): the byte loads, for A/Bs;
   // rows that are not W-aligned always take them.
   constexpr int kSW = RsScaleWidth(kG);
@@ -3015,11 +3019,7 @@ bool DeviceIsGfx950() {
 
 const mxval_tile_config* MfmaScaleConfigs(int32_t* n) {
 #if defined(MXVAL_AMD)
-  constexpr int kNum = sizeof(kMfmaScaleEntries) / sizeof(kMfmaScaleEntries[0]);
-  static mxval_tile_config configs[kNum];
-  for (int i = 0; i < kNum; ++i) configs[i] = kMfmaScaleEntries[i].config;
-  *n = kNum;
-  return configs;
+  return EntryConfigs(kMfmaScaleEntries, n);
 #else
   *n = 0;  // AMD gfx950 only
   return nullptr;
