@@ -2218,12 +2218,15 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     MXVAL_WT_MARK(12, tid == 0);
 #if defined(MXVAL_WGMMA_TRACE)
     {  // slot 19: thread 0's scale bytes have all arrived (the mark waits for them)
+      // A sum, not an OR: since the scale bytes are loaded packed (four per
+      // word), ORing the words gave all ones on most rows (scale bytes 0x7F
+      // and 0x80 side by side), which skipped the mark and left the slot 0.
       uint32_t all = 0;
 #pragma unroll
       for (int h = 0; h < kH; ++h)
 #pragma unroll
-        for (int gi = 0; gi < kG; ++gi) all |= sc[h][gi];
-      MXVAL_WT_MARK(19, tid == 0 && all != 0xFFFFFFFFu);
+        for (int gi = 0; gi < kG; ++gi) all += sc[h][gi];
+      MXVAL_WT_MARK(19, tid == 0 && all != 0x9E3779B9u);  // false only by a 2^-32 coincidence
     }
 #endif
     const uint32_t sel = static_cast<uint32_t>(t) | static_cast<uint32_t>(t + 4) << 4;  // byte t of each word
@@ -2316,7 +2319,13 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     // slower than a plain launch; at the last tile they are 0.95-1.06 of it
     // and the small-M gain is kept (BENCHMARKS.md, "Programmatic dependent
     // launch on every kernel").
-    if (pdl && ti == my_tiles - 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    // Flags bit 18 (MXVAL_RS_PDL=trigger-exit, read per call, for A/Bs): no
+    // explicit trigger, so the next kernel's CTAs launch only as this one's
+    // exit. At GLM-5 V-up M >= 4096 (two warpgroups, 8+ tiles per CTA) that
+    // was 0.945-0.982 of the time with the trigger here, 1.05-1.23 at
+    // M <= 1024 and level on DeepSeek-V3 V-up M >= 4096 (one run, BENCHMARKS.md,
+    // thirty-first session): not the default until the other shapes are measured.
+    if (pdl && ti == my_tiles - 1 && !((flags >> 18) & 1)) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #pragma unroll
     for (int q = 0; q < 3; ++q) MXVAL_WT_STAMP(16 + q, GlobalTimerNs(), tid == 0 && ti == (q + 1) * my_tiles / 4);
 #pragma unroll
@@ -2926,6 +2935,7 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
   flags |= EntryBits("MXVAL_RS_ENTRY", 15) << 4;
   if (const char* v = getenv("MXVAL_RS_XEARLY")) flags |= (atoi(v) & 15) << 8;  // read per call, for A/Bs
   if (const char* v = getenv("MXVAL_RS_SCALES")) flags |= strcmp(v, "late") == 0 ? 1 << 16 : strcmp(v, "bytes") == 0 ? 1 << 17 : 0;
+  if (const char* v = getenv("MXVAL_RS_PDL"); v != nullptr && strcmp(v, "trigger-exit") == 0) flags |= 1 << 18;  // per call
 #if defined(MXVAL_RS_ABLATION)
   if (const char* v = getenv("MXVAL_RS_ABLATE")) flags |= (atoi(v) & 7) << 1;  // read per call
 #endif
