@@ -2319,7 +2319,7 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     // slower than a plain launch; at the last tile they are 0.95-1.06 of it
     // and the small-M gain is kept (BENCHMARKS.md, "Programmatic dependent
     // launch on every kernel").
-    // Flags bit 18 (MXVAL_RS_PDL=trigger-exit, read per call, for A/Bs): no
+    // Flags bit 18 (MXVAL_RS_PDL=trigger-exit or auto, read per call, for A/Bs): no
     // explicit trigger, so the next kernel's CTAs launch only as this one's
     // exit. At GLM-5 V-up M >= 4096 (two warpgroups, 8+ tiles per CTA) that
     // was 0.945-0.982 of the time with the trigger here, 1.05-1.23 at
@@ -2935,7 +2935,17 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
   flags |= EntryBits("MXVAL_RS_ENTRY", 15) << 4;
   if (const char* v = getenv("MXVAL_RS_XEARLY")) flags |= (atoi(v) & 15) << 8;  // read per call, for A/Bs
   if (const char* v = getenv("MXVAL_RS_SCALES")) flags |= strcmp(v, "late") == 0 ? 1 << 16 : strcmp(v, "bytes") == 0 ? 1 << 17 : 0;
-  if (const char* v = getenv("MXVAL_RS_PDL"); v != nullptr && strcmp(v, "trigger-exit") == 0) flags |= 1 << 18;  // per call
+  // MXVAL_RS_PDL (read per call, for A/Bs): trigger-exit drops the explicit
+  // PDL release on every config; auto drops it only where one same-process
+  // A/B found that faster (two warpgroups and 8 or more tiles per CTA: GLM-5
+  // V-up M >= 4096), the candidate rule for a default, so that one A/B of
+  // auto against unset over every shape measures exactly that rule.
+  if (const char* v = getenv("MXVAL_RS_PDL")) {
+    const int64_t tiles_per_cta = ((a->M + c->block_m - 1) / c->block_m + groups - 1) / groups;
+    if (strcmp(v, "trigger-exit") == 0 || (strcmp(v, "auto") == 0 && c->num_warps == 12 && tiles_per_cta >= 8)) {
+      flags |= 1 << 18;
+    }
+  }
 #if defined(MXVAL_RS_ABLATION)
   if (const char* v = getenv("MXVAL_RS_ABLATE")) flags |= (atoi(v) & 7) << 1;  // read per call
 #endif
