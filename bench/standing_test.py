@@ -26,8 +26,12 @@ def row(shape, M, ours, cublas, dot, floor, pdl=None):
         r["cublas"] = timing(cublas)
     if dot is not None:
         r["dot_scaled"] = timing(dot)
+    # The best-peer ratios as gpu_bench.py stores them.
+    peers = [t for t in (cublas, dot) if t is not None]
+    r["vs_best_peer"] = min(peers) / ours
     if pdl is not None:
         r["mxval_pdl"] = timing(pdl)
+        r["vs_best_peer_pdl"] = min(peers) / pdl
     return r
 
 
