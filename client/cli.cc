@@ -361,6 +361,11 @@ int RunTaskChild(const std::vector<std::string>& args, std::ostream& out, std::o
     if (const char* p = std::getenv("MXVAL_CLOCK_POLL_MS"); p != nullptr && absl::SimpleAtoi(p, &poll_ms)) {
       o.device_timing.clock_poll = absl::Milliseconds(std::clamp(poll_ms, 1, 1000));
     }
+    // Each task with a device side measures its device's roofline after
+    // timing it (validation/roofline.h); MXVAL_ROOFLINE=off skips that.
+    if (const char* r = std::getenv("MXVAL_ROOFLINE"); r != nullptr && std::string(r) == "off") {
+      o.measure_roofline = false;
+    }
   }
   auto result = worker::RunTask(task, kernels, o);
   if (!result.ok()) return Fail(err, "__run-task", result.status());

@@ -320,6 +320,49 @@ TEST(Report, MarkdownSeparatesChangedRowsFromTheJobsTimingSpread) {
   EXPECT_EQ(FormatReport(changed_only, "markdown").find("run-to-run spread"), std::string::npos);
 }
 
+// Device tasks that measured their roofline get a Roofline section: the
+// ceilings per arch (a range over the tasks) and each side's fraction of the
+// floor; a side without a fraction shows a dash; CPU-only jobs have none.
+TEST(Report, RooflineSectionShowsCeilingsAndFractions) {
+  v1::Job job;
+  job.set_job_id("job-12");
+  job.set_state(v1::JOB_STATE_DONE);
+  auto add = [&](int64_t m, double copy_gbps, double tflops, double floor_us, double bf, double cf) {
+    v1::TaskResult* r = job.add_results();
+    r->set_m(m);
+    r->set_arch("sm_90a");
+    r->mutable_shape()->set_op(v1::OP_VUP);
+    r->mutable_shape()->set_b(16), r->mutable_shape()->set_n(128), r->mutable_shape()->set_k(512);
+    r->mutable_roofline()->set_copy_gbps(copy_gbps);
+    r->mutable_roofline()->set_bf16_tflops(tflops);
+    for (auto [run, f] : {std::pair{r->mutable_baseline(), bf}, std::pair{r->mutable_candidate(), cf}}) {
+      run->mutable_kernel()->set_kernel("a16wfp4_wgmma_rs");
+      run->mutable_timing()->set_median_us(floor_us / (f > 0 ? f : 0.5));
+      run->mutable_timing()->set_floor_us(f > 0 ? floor_us : 0);
+      run->mutable_timing()->set_roofline_fraction(f);
+      run->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+    }
+  };
+  add(4096, 4120, 782, 20.5, 0.84, 0.86);
+  add(16384, 4190, 790, 81.7, 0.99, 0);
+  const std::string md = FormatReport(job, "markdown");
+  EXPECT_NE(md.find("### Roofline"), std::string::npos) << md;
+  EXPECT_NE(md.find("sm\\_90a copy 4.12-4.19 TB/s, bf16 GEMM 782-790 TFLOP/s"), std::string::npos) << md;
+  EXPECT_NE(md.find("| vup B=16 N=128 K=512 | 4096 | sm\\_90a | 20.5 | 84% | 86% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 16384 | sm\\_90a | 81.7 | 99% | — |"), std::string::npos) << md;
+  // A hip device without a GEMM probe: the memory ceiling and the reason.
+  job.mutable_results(1)->set_arch("gfx942");
+  job.mutable_results(1)->mutable_roofline()->set_bf16_tflops(0);
+  job.mutable_results(1)->mutable_roofline()->set_note("no bf16 GEMM probe for hip devices");
+  const std::string md2 = FormatReport(job, "markdown");
+  EXPECT_NE(md2.find("gfx942 copy 4.19 TB/s, bf16 GEMM not measured (no bf16 GEMM probe for hip devices)"),
+            std::string::npos)
+      << md2;
+  // Without any measured roofline there is no section.
+  for (v1::TaskResult& r : *job.mutable_results()) r.clear_roofline();
+  EXPECT_EQ(FormatReport(job, "markdown").find("Roofline"), std::string::npos);
+}
+
 // Rows whose timing window saw the SM clock move (or a power / thermal
 // slowdown) are marked in the table and counted in a clock line. Where the
 // sides were timed interleaved in one window both saw the same clocks and

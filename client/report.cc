@@ -151,6 +151,55 @@ std::string ClockSummaryMarkdown(const v1::Job& job) {
 // 3-4 us on the H200, BENCHMARKS.md); a changed row's delta inside that
 // spread is not evidence that the change is faster or slower. Empty when the
 // job has no such rows or no changed rows.
+// Where the tasks measured their device's roofline: each timed device side
+// as a fraction of its floor (max(FLOPs / bf16 GEMM rate, minimal bytes /
+// copy bandwidth), validation/roofline.h), and the ceilings per arch.
+std::string RooflineMarkdown(const v1::Job& job) {
+  struct Range {
+    double lo = 0, hi = 0;
+    void Add(double v) { lo = lo == 0 ? v : std::min(lo, v), hi = std::max(hi, v); }
+    std::string Text(const char* fmt) const {
+      return lo == hi ? absl::StrFormat(fmt, lo) : absl::StrCat(absl::StrFormat(fmt, lo), "-", absl::StrFormat(fmt, hi));
+    }
+  };
+  std::map<std::string, std::pair<Range, Range>> ceilings;  // arch -> copy TB/s, bf16 TFLOP/s
+  std::map<std::string, std::string> notes;                 // arch -> a note, where no GEMM rate was measured
+  std::string rows;
+  auto cell = [](const v1::KernelRun& k) {
+    return k.timing().roofline_fraction() > 0 ? absl::StrFormat("%.0f%%", 100 * k.timing().roofline_fraction())
+                                              : std::string("—");
+  };
+  for (const v1::TaskResult& r : job.results()) {
+    if (Infra(r) || r.roofline().copy_gbps() <= 0) continue;
+    auto& [copy, rate] = ceilings[r.arch()];
+    copy.Add(r.roofline().copy_gbps() * 1e-3);
+    if (r.roofline().bf16_tflops() > 0) {
+      rate.Add(r.roofline().bf16_tflops());
+    } else {
+      notes[r.arch()] = r.roofline().note();
+    }
+    const double floor = std::max(r.baseline().timing().floor_us(), r.candidate().timing().floor_us());
+    if (floor <= 0) continue;
+    absl::StrAppend(&rows, "| ", MarkdownEscape(ShapeName(r.shape())), " | ", r.m(), " | ", MarkdownEscape(r.arch()),
+                    " | ", absl::StrFormat("%.1f", floor), " | ", cell(r.baseline()), " | ", cell(r.candidate()), " |\n");
+  }
+  if (ceilings.empty()) return "";
+  std::string out = "\n### Roofline\n\nMeasured on the device each task ran on: ";
+  bool first = true;
+  for (const auto& [arch, c] : ceilings) {
+    absl::StrAppend(&out, first ? "" : "; ", MarkdownEscape(arch), " copy ", c.first.Text("%.2f"), " TB/s, bf16 GEMM ",
+                    c.second.hi > 0 ? absl::StrCat(c.second.Text("%.0f"), " TFLOP/s") : "not measured",
+                    notes.count(arch) && c.second.hi <= 0 ? absl::StrCat(" (", MarkdownEscape(notes[arch]), ")") : "");
+    first = false;
+  }
+  absl::StrAppend(&out, ". The floor is max(FLOPs / bf16 GEMM rate, minimal bytes / copy bandwidth); each side's "
+                        "time as a fraction of it (100% = at the roofline).\n");
+  if (!rows.empty()) {
+    absl::StrAppend(&out, "\n| shape | M | arch | floor µs | baseline | candidate |\n|---|---:|---|---:|---:|---:|\n", rows);
+  }
+  return out;
+}
+
 std::string TimingSpreadMarkdown(const v1::Job& job) {
   double lo = 0, hi = 0;
   int same = 0;
@@ -403,7 +452,7 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
                       DisturbedClock(r) ? absl::StrCat(" (", MarkdownEscape(ClockNote(r)), ")") : "", " | ",
                       VerdictText(r.baseline()), " | ", VerdictText(r.candidate()), " |\n");
     }
-    absl::StrAppend(&md, ClockSummaryMarkdown(job), TimingSpreadMarkdown(job));
+    absl::StrAppend(&md, ClockSummaryMarkdown(job), TimingSpreadMarkdown(job), RooflineMarkdown(job));
     bool any_triage = false;
     for (const v1::TaskResult& r : job.results())
       any_triage |= r.triage().triage_class() != v1::TRIAGE_CLASS_PASS &&

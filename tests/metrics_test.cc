@@ -172,6 +172,46 @@ TEST(Metrics, PdlLaunchesAreTheirOwnSeries) {
   EXPECT_EQ(plain, 2);
 }
 
+// A device task's roofline fraction per side, and its device's measured
+// ceilings; a side without a fraction (CPU kernels, no roofline measured)
+// adds no series.
+TEST(Metrics, RooflineFractionAndDeviceCeilings) {
+  prometheus::Registry registry;
+  worker::WorkerMetrics m(registry);
+  v1::TaskResult r;
+  r.set_m(4096);
+  r.set_arch("sm_90a");
+  for (v1::KernelRun* run : {r.mutable_baseline(), r.mutable_candidate()}) {
+    run->mutable_kernel()->set_kernel("a16wfp4_wgmma_rs");
+    run->mutable_timing()->set_median_us(24.4);
+  }
+  r.mutable_candidate()->mutable_timing()->set_roofline_fraction(0.84);
+  r.mutable_roofline()->set_copy_gbps(4120);
+  r.mutable_roofline()->set_bf16_tflops(782);
+  m.TaskResult(r);
+  v1::TaskResult cpu;  // no roofline: no device series
+  cpu.set_arch("cpu");
+  cpu.mutable_baseline()->mutable_kernel()->set_kernel("a16wfp4_cpu");
+  cpu.mutable_baseline()->mutable_timing()->set_median_us(900);
+  m.TaskResult(cpu);
+  std::map<std::string, std::vector<std::pair<std::string, double>>> seen;
+  for (const auto& family : registry.Collect()) {
+    for (const auto& metric : family.metric) {
+      std::string labels;
+      for (const auto& l : metric.label) labels += l.name + "=" + l.value + ",";
+      seen[family.name].push_back({labels, metric.gauge.value});
+    }
+  }
+  ASSERT_EQ(seen["mxval_worker_kernel_roofline_fraction"].size(), 1u);
+  EXPECT_NE(seen["mxval_worker_kernel_roofline_fraction"][0].first.find("side=candidate"), std::string::npos);
+  EXPECT_DOUBLE_EQ(seen["mxval_worker_kernel_roofline_fraction"][0].second, 0.84);
+  ASSERT_EQ(seen["mxval_worker_device_copy_bytes_per_second"].size(), 1u);
+  EXPECT_EQ(seen["mxval_worker_device_copy_bytes_per_second"][0].first, "arch=sm_90a,");
+  EXPECT_DOUBLE_EQ(seen["mxval_worker_device_copy_bytes_per_second"][0].second, 4120e9);
+  ASSERT_EQ(seen["mxval_worker_device_bf16_gemm_flops"].size(), 1u);
+  EXPECT_DOUBLE_EQ(seen["mxval_worker_device_bf16_gemm_flops"][0].second, 782e12);
+}
+
 // One timing window per device task, counted by what its clock saw; the
 // window's lowest SM clock goes into a histogram. CPU timings carry no
 // clock and are not counted.

@@ -180,7 +180,7 @@ def main():
             for fn in files:
                 if fn.endswith(".cc"):
                     src = open(os.path.join(root, fn)).read()
-                    for m in re.finditer(r'Build(Counter|Gauge|Histogram)\(\)\s*\.Name\("([a-z_:]+)"\)', src):
+                    for m in re.finditer(r'Build(Counter|Gauge|Histogram)\(\)\s*\.Name\("([a-zA-Z0-9_:]+)"\)', src):
                         declared.add(m.group(2))
                         if m.group(1) == "Histogram":
                             declared |= {m.group(2) + sfx for sfx in ("_bucket", "_sum", "_count")}

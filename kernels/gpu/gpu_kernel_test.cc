@@ -26,6 +26,7 @@
 #include "kernels/runtime/device_runtime.h"
 #include "validation/abi_kernel.h"
 #include "validation/device_case.h"
+#include "validation/roofline.h"
 
 namespace mxval {
 namespace {
@@ -619,6 +620,36 @@ TEST_F(GpuKernels, WgmmaRsKernelEveryConfigAndK) {
   b = a;
   b.y_stride_m = 516;
   refused(b, two_wg, "multiples of 8");
+}
+
+// The roofline the worker measures per task (validation/roofline.h): the
+// stream-ordered copy really copies, and the copy bandwidth and the bf16 GEMM
+// rate through cuBLAS are a GPU's, not a failed or skipped call's (a GEMM
+// that never ran would time at next to nothing and read as a rate far above
+// any GPU's). On the H200, bench/gpu_bench.py measures about 4.1-4.2 TB/s
+// and 760-790 TFLOP/s the same way.
+TEST_F(GpuKernels, RooflineMeasuredOnTheDevice) {
+  DeviceRuntime& rt = *Cuda();
+  std::vector<uint8_t> src(1 << 20), back(1 << 20, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 13 + 5);
+  auto a = DeviceBuffer::Allocate(rt, src.size());
+  auto b = DeviceBuffer::Allocate(rt, src.size());
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(rt.CopyToDevice(a->get(), src.data(), src.size()).ok());
+  ASSERT_TRUE(rt.CopyOnDeviceAsync(b->get(), a->get(), src.size()).ok());
+  ASSERT_TRUE(rt.Synchronize().ok());
+  ASSERT_TRUE(rt.CopyToHost(back.data(), b->get(), back.size()).ok());
+  EXPECT_EQ(back, src);
+  const Roofline r = MeasureRoofline(rt);
+  std::printf("roofline: copy %.3f TB/s, bf16 GEMM %.1f TFLOP/s (%s)\n", r.copy_bytes_per_s * 1e-12,
+              r.bf16_flops_per_s * 1e-12, r.note.c_str());
+  EXPECT_GT(r.copy_bytes_per_s, 0.2e12) << r.note;
+  EXPECT_LT(r.copy_bytes_per_s, 20e12) << r.note;
+  if (r.note.find("cuBLAS not found") != std::string::npos) {
+    GTEST_SKIP() << "no cuBLAS on this machine: " << r.note;
+  }
+  EXPECT_GT(r.bf16_flops_per_s, 50e12) << r.note;
+  EXPECT_LT(r.bf16_flops_per_s, 5000e12) << r.note;
 }
 
 // The late writer really lets the next kernel start early: a second writer

@@ -263,6 +263,10 @@ class CudaRuntime : public DeviceRuntime {
     if (auto s = Check(api_.MemcpyDtoDAsync(Ptr(dst), Ptr(src), n, stream_), "cuMemcpyDtoD"); !s.ok()) return s;
     return Check(api_.StreamSynchronize(stream_), "cuStreamSynchronize");
   }
+  absl::Status CopyOnDeviceAsync(void* dst, const void* src, size_t n) override {
+    if (n == 0) return absl::OkStatus();
+    return Check(api_.MemcpyDtoDAsync(Ptr(dst), Ptr(src), n, stream_), "cuMemcpyDtoDAsync");
+  }
   absl::Status Memset(void* dst, uint8_t v, size_t n) override {
     if (n == 0) return absl::OkStatus();
     if (auto s = Check(api_.MemsetD8Async(Ptr(dst), v, n, stream_), "cuMemsetD8"); !s.ok()) return s;

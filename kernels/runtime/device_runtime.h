@@ -92,6 +92,10 @@ class DeviceRuntime {
   virtual absl::Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual absl::Status Memset(void* dst, uint8_t value, size_t bytes) = 0;
+  // A device-to-device copy queued on stream() without waiting for it, so
+  // that events recorded around it time the copy alone (the roofline's copy
+  // bandwidth, validation/roofline.h). host: a plain memcpy.
+  virtual absl::Status CopyOnDeviceAsync(void* dst, const void* src, size_t bytes) = 0;
 
   // The stream kernels are launched on (the ABI's `stream` argument).
   virtual void* stream() = 0;

@@ -220,6 +220,10 @@ class HipRuntime : public DeviceRuntime {
   absl::Status CopyToDevice(void* d, const void* s, size_t n) override { return Copy(d, s, n, kH2D, "hipMemcpy H2D"); }
   absl::Status CopyToHost(void* d, const void* s, size_t n) override { return Copy(d, s, n, kD2H, "hipMemcpy D2H"); }
   absl::Status CopyOnDevice(void* d, const void* s, size_t n) override { return Copy(d, s, n, kD2D, "hipMemcpy D2D"); }
+  absl::Status CopyOnDeviceAsync(void* d, const void* s, size_t n) override {
+    if (n == 0) return absl::OkStatus();
+    return Check(api_.MemcpyAsync(d, s, n, kD2D, stream_), "hipMemcpyAsync D2D");
+  }
   absl::Status Memset(void* d, uint8_t v, size_t n) override {
     if (n == 0) return absl::OkStatus();
     if (auto s = Check(api_.MemsetAsync(d, v, n, stream_), "hipMemsetAsync"); !s.ok()) return s;

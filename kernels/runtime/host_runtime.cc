@@ -48,6 +48,10 @@ class HostRuntime : public DeviceRuntime {
     Flush();
     return Copy(d, s, n);
   }
+  absl::Status CopyOnDeviceAsync(void* d, const void* s, size_t n) override {
+    Flush();
+    return Copy(d, s, n);
+  }
   absl::Status Memset(void* d, uint8_t v, size_t n) override {
     Flush();
     if (n) std::memset(d, v, n);

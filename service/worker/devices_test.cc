@@ -29,6 +29,9 @@ class ThreeDevices : public DeviceRuntime {
   absl::Status CopyToDevice(void* d, const void* s, size_t n) override { return host_->CopyToDevice(d, s, n); }
   absl::Status CopyToHost(void* d, const void* s, size_t n) override { return host_->CopyToHost(d, s, n); }
   absl::Status CopyOnDevice(void* d, const void* s, size_t n) override { return host_->CopyOnDevice(d, s, n); }
+  absl::Status CopyOnDeviceAsync(void* d, const void* s, size_t n) override {
+    return host_->CopyOnDeviceAsync(d, s, n);
+  }
   absl::Status Memset(void* d, uint8_t v, size_t n) override { return host_->Memset(d, v, n); }
   void* stream() override { return nullptr; }
   absl::Status Synchronize() override { return absl::OkStatus(); }

@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_kernel_library.h"
 #include "kernels/mxfp4/quantize.h"
 #include "validation/abi_kernel.h"
+#include "validation/roofline.h"
 #include "validation/validation_case.h"
 
 namespace mxval {
@@ -89,11 +90,16 @@ struct PendingTiming {
   v1::KernelRun* out = nullptr;
 };
 
+// The bytes a call must move at least: x and y once, the packed weights and
+// their scales once (bench/gpu_bench.py's min_bytes).
+double MinimalBytes(const GemmShape& s) {
+  return s.B * s.M * s.K * 2.0 + s.B * s.N * (s.K / 2.0 + s.K / 32.0) + s.B * s.M * s.N * 2.0;
+}
+
 void FillRates(const CaseData& data, v1::Timing* t) {
   const GemmShape& s = data.spec.shape;
-  const double bytes = s.B * s.M * s.K * 2.0 + s.B * s.N * (s.K / 2.0 + s.K / 32.0) + s.B * s.M * s.N * 2.0;
   t->set_tflops(s.Flops() / (t->median_us() * 1e-6) * 1e-12);
-  t->set_gbps(bytes / (t->median_us() * 1e-6) * 1e-9);
+  t->set_gbps(MinimalBytes(s) / (t->median_us() * 1e-6) * 1e-9);
 }
 
 void SetTiming(const CaseData& data, const DeviceTiming& timing, v1::KernelRun* out) {
@@ -106,6 +112,21 @@ void SetTiming(const CaseData& data, const DeviceTiming& timing, v1::KernelRun* 
 }
 
 }  // namespace
+
+void FillRoofline(const Roofline& r, const GemmShape& shape, v1::TaskResult* result,
+                  const std::vector<v1::KernelRun*>& device_sides) {
+  v1::DeviceRoofline* d = result->mutable_roofline();
+  d->set_copy_gbps(r.copy_bytes_per_s * 1e-9);
+  d->set_bf16_tflops(r.bf16_flops_per_s * 1e-12);
+  d->set_note(r.note);
+  const double floor_s = FloorSeconds(r, shape.Flops(), MinimalBytes(shape));
+  for (v1::KernelRun* run : device_sides) {
+    v1::Timing* t = run->mutable_timing();
+    if (floor_s <= 0 || t->median_us() <= 0) continue;
+    t->set_floor_us(floor_s * 1e6);
+    t->set_roofline_fraction(RooflineFraction(floor_s, t->median_us() * 1e-6));
+  }
+}
 
 void FillClock(const ClockSummary& c, v1::ClockWindow* w) {
   w->Clear();
@@ -353,6 +374,14 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
           task.candidate_launch() == v1::LAUNCH_MODE_UNSPECIFIED ? task.launch() : task.candidate_launch(), kernels, dev,
           result.mutable_candidate(), &pending);
   TimeSides(*data, dev, pending);
+  // The device's ceilings, measured after the timings (which wait for the
+  // board to come off its power cap first; this does not), on a device that
+  // did not fault: each timed device side gets its floor and fraction.
+  if (!pending.empty() && o.measure_roofline && dev.fault.empty()) {
+    std::vector<v1::KernelRun*> sides;
+    for (const PendingTiming& p : pending) sides.push_back(p.out);
+    FillRoofline(MeasureRoofline(*dev.runtime, o.roofline), data->spec.shape, &result, sides);
+  }
   return result;
 }
 

@@ -14,6 +14,7 @@
 #include "kernels/abi/kernel_library.h"
 #include "kernels/runtime/device_runtime.h"
 #include "validation/device_case.h"
+#include "validation/roofline.h"
 #include "mxval/v1/mxval.pb.h"
 
 namespace mxval {
@@ -49,7 +50,19 @@ struct TaskRunnerOptions {
   // GPU harness. Null: such kernels get VERDICT_ERROR ("no device").
   DeviceRuntime* runtime = nullptr;
   TimingOptions device_timing;
+  // After a task's device sides are timed, measure the device's roofline
+  // (validation/roofline.h: copy bandwidth, bf16 GEMM rate) and give each
+  // timed device side its floor and roofline fraction. About 0.1-0.5 s per
+  // task on a GPU (cuBLAS's handle included); CPU-only tasks never measure.
+  bool measure_roofline = true;
+  RooflineOptions roofline;
 };
+
+// The result's DeviceRoofline from `r`, and each of `device_sides` (timed,
+// median_us > 0) its floor_us and roofline_fraction for `shape`; sides keep
+// 0 where the roofline has no copy bandwidth.
+void FillRoofline(const Roofline& r, const GemmShape& shape, v1::TaskResult* result,
+                  const std::vector<v1::KernelRun*>& device_sides);
 
 // A timing window's clock as the result reports it.
 void FillClock(const ClockSummary& clock, v1::ClockWindow* out);

@@ -141,6 +141,54 @@ TEST(TaskRunner, ClockWindowsAreReportedWithTheirReasonsByName) {
   EXPECT_FALSE(w.settled());
 }
 
+// The device's ceilings go into the result; each timed device side gets
+// max(FLOPs / rate, bytes / bandwidth) as its floor and floor / median as its
+// fraction; an untimed side and a roofline without a bandwidth give none.
+TEST(TaskRunner, RooflineFloorAndFractionPerTimedDeviceSide) {
+  const GemmShape shape{16, 4096, 128, 512};  // DeepSeek-V3 V-up, M = 4096: memory-bound
+  const double bytes = 16.0 * 4096 * 512 * 2 + 16.0 * 128 * (256 + 16) + 16.0 * 4096 * 128 * 2;
+  Roofline r;
+  r.copy_bytes_per_s = 4.12e12;
+  r.bf16_flops_per_s = 782e12;
+  r.note = "measured";
+  v1::TaskResult result;
+  result.mutable_baseline()->mutable_timing()->set_median_us(24.42);
+  // The candidate was not timed (median 0): no floor for it.
+  FillRoofline(r, shape, &result, {result.mutable_baseline(), result.mutable_candidate()});
+  EXPECT_DOUBLE_EQ(result.roofline().copy_gbps(), 4120);
+  EXPECT_DOUBLE_EQ(result.roofline().bf16_tflops(), 782);
+  EXPECT_EQ(result.roofline().note(), "measured");
+  EXPECT_NEAR(result.baseline().timing().floor_us(), bytes / 4.12e12 * 1e6, 1e-9);
+  EXPECT_NEAR(result.baseline().timing().floor_us(), 20.5, 0.1);  // BENCHMARKS.md's floor for this row
+  EXPECT_NEAR(result.baseline().timing().roofline_fraction(), bytes / 4.12e12 / 24.42e-6, 1e-9);
+  EXPECT_EQ(result.candidate().timing().floor_us(), 0);
+  EXPECT_EQ(result.candidate().timing().roofline_fraction(), 0);
+  // A compute-bound shape takes the GEMM term.
+  const GemmShape big{1, 8192, 8192, 8192};
+  v1::TaskResult gemm;
+  gemm.mutable_candidate()->mutable_timing()->set_median_us(2000);
+  FillRoofline(r, big, &gemm, {gemm.mutable_candidate()});
+  EXPECT_NEAR(gemm.candidate().timing().floor_us(), 2.0 * 8192 * 8192 * 8192 / 782e12 * 1e6, 1e-6);
+  // No copy bandwidth, no floor; the note says why.
+  Roofline none;
+  none.note = "copy bandwidth not measured: out of memory";
+  v1::TaskResult bare;
+  bare.mutable_baseline()->mutable_timing()->set_median_us(5);
+  FillRoofline(none, shape, &bare, {bare.mutable_baseline()});
+  EXPECT_EQ(bare.baseline().timing().floor_us(), 0);
+  EXPECT_EQ(bare.baseline().timing().roofline_fraction(), 0);
+  EXPECT_EQ(bare.roofline().note(), none.note);
+}
+
+// CPU-only tasks never measure a roofline (no device side was timed).
+TEST(TaskRunner, CpuTasksCarryNoRoofline) {
+  KernelResolver k;
+  auto r = RunTask(Task(), k, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->has_roofline());
+  EXPECT_EQ(r->baseline().timing().roofline_fraction(), 0);
+}
+
 TEST(TaskRunner, DevicesWithoutAClockReaderSayWhy) {
   auto host = NewHostRuntime();
   std::string note;

@@ -54,7 +54,23 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
       timing_clock_(prometheus::BuildHistogram()
                         .Name("mxval_worker_timing_sm_clock_min_mhz")
                         .Help("The lowest SM clock read while a task's samples ran, by arch.")
-                        .Register(r)) {}
+                        .Register(r)),
+      roofline_fraction_(prometheus::BuildGauge()
+                             .Name("mxval_worker_kernel_roofline_fraction")
+                             .Help("Floor / median time of the last task (1 = at the device's measured roofline: "
+                                   "max(FLOPs / bf16 GEMM rate, minimal bytes / copy bandwidth)), by kernel, side, "
+                                   "M bucket, arch, launch and clock. Device kernels only.")
+                             .Register(r)),
+      device_copy_bw_(prometheus::BuildGauge()
+                          .Name("mxval_worker_device_copy_bytes_per_second")
+                          .Help("Read + write bytes per second of a device-to-device copy, as the last task measured "
+                                "it on its device, by arch.")
+                          .Register(r)),
+      device_bf16_rate_(prometheus::BuildGauge()
+                            .Name("mxval_worker_device_bf16_gemm_flops")
+                            .Help("FLOP/s of a dense bf16 GEMM through the vendor BLAS, as the last task measured it "
+                                  "on its device, by arch (absent where no probe exists).")
+                            .Register(r)) {}
 
 // "pdl" or "plain": a PDL launch overlaps the kernel before it, so its times
 // are a different series, not a point of the plain one.
@@ -84,6 +100,16 @@ void WorkerMetrics::TaskResult(const v1::TaskResult& r) {
     tflops_.Add({{"kernel", k}, {"side", side}, {"m_bucket", bucket}, {"arch", arch}, {"launch", launch}, {"clock", clock}})
         .Set(run->timing().tflops());
     rel_err_.Add({{"kernel", k}, {"side", side}, {"arch", arch}}).Set(run->accuracy().rel_fro_err());
+    if (run->timing().roofline_fraction() > 0) {
+      roofline_fraction_
+          .Add({{"kernel", k}, {"side", side}, {"m_bucket", bucket}, {"arch", arch}, {"launch", launch}, {"clock", clock}})
+          .Set(run->timing().roofline_fraction());
+    }
+  }
+  if (r.roofline().copy_gbps() > 0) {
+    const std::string arch = r.arch().empty() ? "unknown" : r.arch();
+    device_copy_bw_.Add({{"arch", arch}}).Set(r.roofline().copy_gbps() * 1e9);
+    if (r.roofline().bf16_tflops() > 0) device_bf16_rate_.Add({{"arch", arch}}).Set(r.roofline().bf16_tflops() * 1e12);
   }
   // One timing window per task: baseline and candidate are timed together
   // (a side timed alone has its own window; the first one read counts).

@@ -38,6 +38,9 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Gauge>& device_healthy_;
   prometheus::Family<prometheus::Counter>& timing_windows_;
   prometheus::Family<prometheus::Histogram>& timing_clock_;
+  prometheus::Family<prometheus::Gauge>& roofline_fraction_;
+  prometheus::Family<prometheus::Gauge>& device_copy_bw_;
+  prometheus::Family<prometheus::Gauge>& device_bf16_rate_;
 };
 
 }  // namespace worker

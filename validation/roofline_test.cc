@@ -1,0 +1,119 @@
+#include "validation/roofline.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+
+namespace mxval {
+namespace {
+
+// The host runtime, with its stream-ordered copy failing on demand.
+class FailingCopyRuntime : public DeviceRuntime {
+ public:
+  std::string kind() const override { return "host"; }
+  int32_t kernel_device() const override { return host_->kernel_device(); }
+  absl::StatusOr<std::vector<DeviceProperties>> Devices() override { return host_->Devices(); }
+  absl::Status SetDevice(int i) override { return host_->SetDevice(i); }
+  absl::StatusOr<void*> Alloc(size_t n) override { return host_->Alloc(n); }
+  void Free(void* p) override { host_->Free(p); }
+  absl::Status CopyToDevice(void* d, const void* s, size_t n) override { return host_->CopyToDevice(d, s, n); }
+  absl::Status CopyToHost(void* d, const void* s, size_t n) override { return host_->CopyToHost(d, s, n); }
+  absl::Status CopyOnDevice(void* d, const void* s, size_t n) override { return host_->CopyOnDevice(d, s, n); }
+  absl::Status CopyOnDeviceAsync(void*, const void*, size_t) override {
+    return absl::InternalError("copy engine on fire");
+  }
+  absl::Status Memset(void* d, uint8_t v, size_t n) override { return host_->Memset(d, v, n); }
+  void* stream() override { return nullptr; }
+  absl::Status Synchronize() override { return host_->Synchronize(); }
+  absl::StatusOr<void*> CreateEvent() override { return host_->CreateEvent(); }
+  absl::Status Record(void* e) override { return host_->Record(e); }
+  absl::StatusOr<double> ElapsedSeconds(void* a, void* b) override { return host_->ElapsedSeconds(a, b); }
+  void DestroyEvent(void* e) override { host_->DestroyEvent(e); }
+  absl::Status LaunchLateWriter(const LateWrite& w) override { return host_->LaunchLateWriter(w); }
+  absl::StatusOr<std::unique_ptr<DeviceGraph>> Capture(const std::function<absl::Status()>& b) override {
+    return host_->Capture(b);
+  }
+
+ private:
+  std::unique_ptr<DeviceRuntime> host_ = NewHostRuntime();
+};
+
+TEST(Roofline, CopyBandwidthIsReadPlusWriteBytesPerSecond) {
+  auto rt = NewHostRuntime();
+  auto bw = MeasureCopyBandwidth(*rt, 8 << 20, 1, 5);
+  ASSERT_TRUE(bw.ok()) << bw.status();
+  // Any machine this runs on moves 16 MB in well under a second, and no
+  // memory system moves it in a microsecond.
+  EXPECT_GT(*bw, 16e6);
+  EXPECT_LT(*bw, 16e12);
+  EXPECT_EQ(MeasureCopyBandwidth(*rt, 0, 1, 5).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MeasureCopyBandwidth(*rt, 1024, 1, 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Roofline, CopyActuallyCopies) {
+  // The timed operation is a real copy: the destination ends up with the source's bytes.
+  auto rt = NewHostRuntime();
+  std::vector<uint8_t> src(4096), back(4096, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+  auto a = DeviceBuffer::Allocate(*rt, src.size());
+  auto b = DeviceBuffer::Allocate(*rt, src.size());
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(rt->CopyToDevice(a->get(), src.data(), src.size()).ok());
+  ASSERT_TRUE(rt->CopyOnDeviceAsync(b->get(), a->get(), src.size()).ok());
+  ASSERT_TRUE(rt->Synchronize().ok());
+  ASSERT_TRUE(rt->CopyToHost(back.data(), b->get(), back.size()).ok());
+  EXPECT_EQ(back, src);
+}
+
+TEST(Roofline, NoGemmProbeOffCudaSaysWhy) {
+  auto rt = NewHostRuntime();
+  auto rate = MeasureBf16GemmRate(*rt, 256, 1, 2);
+  EXPECT_EQ(rate.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(rate.status().message().find("host"), std::string::npos) << rate.status();
+}
+
+TEST(Roofline, MeasuredOnTheHostRuntimeHasTheMemoryCeilingOnly) {
+  auto rt = NewHostRuntime();
+  RooflineOptions o;
+  o.copy_bytes = 4 << 20;
+  o.samples = 3;
+  const Roofline r = MeasureRoofline(*rt, o);
+  EXPECT_GT(r.copy_bytes_per_s, 0);
+  EXPECT_EQ(r.bf16_flops_per_s, 0);
+  EXPECT_NE(r.note.find("copy: 4 MiB"), std::string::npos) << r.note;
+  EXPECT_NE(r.note.find("memory floor alone"), std::string::npos) << r.note;
+  // Without a rate, the floor is the memory term.
+  EXPECT_DOUBLE_EQ(FloorSeconds(r, 1e30, 1e6), 1e6 / r.copy_bytes_per_s);
+}
+
+TEST(Roofline, AFailedCopyLeavesNoRooflineAndSaysWhy) {
+  FailingCopyRuntime rt;
+  RooflineOptions o;
+  o.copy_bytes = 1 << 20;
+  const Roofline r = MeasureRoofline(rt, o);
+  EXPECT_EQ(r.copy_bytes_per_s, 0);
+  EXPECT_EQ(r.bf16_flops_per_s, 0);
+  EXPECT_NE(r.note.find("copy engine on fire"), std::string::npos) << r.note;
+  EXPECT_EQ(FloorSeconds(r, 1e12, 1e9), 0);
+}
+
+TEST(Roofline, FloorIsTheSlowerCeiling) {
+  Roofline r;
+  r.copy_bytes_per_s = 4e12;
+  r.bf16_flops_per_s = 800e12;
+  // GLM-5 K-up, B = 16, M = 16384 (N = 512, K = 192): memory-bound.
+  const double flops = 2.0 * 16 * 16384 * 512 * 192;
+  const double bytes = 16.0 * 16384 * 192 * 2 + 16.0 * 512 * (96 + 6) + 16.0 * 16384 * 512 * 2;
+  EXPECT_DOUBLE_EQ(FloorSeconds(r, flops, bytes), bytes / 4e12);
+  // A square bf16 GEMM of 8192: compute-bound.
+  EXPECT_DOUBLE_EQ(FloorSeconds(r, 2.0 * 8192 * 8192 * 8192, 3.0 * 8192 * 8192 * 2), 2.0 * 8192 * 8192 * 8192 / 800e12);
+  EXPECT_DOUBLE_EQ(RooflineFraction(2e-6, 4e-6), 0.5);
+  EXPECT_EQ(RooflineFraction(0, 4e-6), 0);
+  EXPECT_EQ(RooflineFraction(2e-6, 0), 0);
+  EXPECT_EQ(MedianOf({}), 0);
+  EXPECT_EQ(MedianOf({3, 1, 2}), 2);
+  EXPECT_EQ(MedianOf({4, 1, 3, 2}), 3);
+}
+
+}  // namespace
+}  // namespace mxval
