@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue #3's goals, counted from one `gpu_bench.py` results file.
+"""Issue #3's goals, counted from `gpu_bench.py` results files.
 
 Reads the JSON that `python3 bench/gpu_bench.py --no-sweep [--pdl] --out F`
 writes and prints, for the plain launch and (when the run has it) with
@@ -14,7 +14,11 @@ programmatic dependent launch:
 then the rows that miss each goal, and with --markdown a table of every
 row for BENCHMARKS.md. Sessions used to count these by hand from the log.
 
-Usage: python3 bench/standing.py RESULTS.json [--markdown]
+Given several files (runs of the same rows, e.g. the same library twice),
+it also prints, per goal, the rows met in every run, in some runs only
+(level with the threshold: their value's range across the runs) and in none.
+
+Usage: python3 bench/standing.py RESULTS.json [MORE.json ...] [--markdown]
 """
 import argparse
 import json
@@ -42,18 +46,22 @@ def label(row):
     return "%s M=%d" % (row["shape"], row["M"])
 
 
-def goals(rows, side):
-    """Per goal: (met, counted, misses), misses as (row, value) pairs.
-    `side` is "mxval" (plain launch) or "mxval_pdl"."""
-    out = {}
-    peer = [(r, r[PEER_RATIO[side]]) for r in rows if PEER_RATIO[side] in r]
-    out["best peer"] = (sum(v >= LEVEL for _, v in peer), len(peer), [(r, v) for r, v in peer if v < LEVEL])
+def goal_values(rows, side):
+    """Per goal, every row it counts: (row, value, met). `side` is "mxval"
+    (plain launch) or "mxval_pdl"."""
+    out = {"best peer": [(r, r[PEER_RATIO[side]], r[PEER_RATIO[side]] >= LEVEL) for r in rows if PEER_RATIO[side] in r]}
     big = [(r, median(r, side) / r["floor_us"]) for r in rows
            if r["M"] >= FLOOR_MIN_M and median(r, side) and r.get("floor_us")]
-    out["floor"] = (sum(v <= FLOOR_RATIO for _, v in big), len(big), [(r, v) for r, v in big if v > FLOOR_RATIO])
+    out["floor"] = [(r, v, v <= FLOOR_RATIO) for r, v in big]
     small = [(r, median(r, side)) for r in rows if r["M"] <= SMALL_MAX_M and median(r, side)]
-    out["5 us"] = (sum(v < SMALL_US for _, v in small), len(small), [(r, v) for r, v in small if v >= SMALL_US])
+    out["5 us"] = [(r, v, v < SMALL_US) for r, v in small]
     return out
+
+
+def goals(rows, side):
+    """Per goal: (met, counted, misses), misses as (row, value) pairs."""
+    return {g: (sum(ok for _, _, ok in vals), len(vals), [(r, v) for r, v, ok in vals if not ok])
+            for g, vals in goal_values(rows, side).items()}
 
 
 def report(results):
@@ -74,6 +82,41 @@ def report(results):
             if misses:
                 lines.append("             missed: " + ", ".join(
                     "%s (%s)" % (label(r), fmt[goal] % v) for r, v in sorted(misses, key=lambda m: m[1])))
+    return "\n".join(lines)
+
+
+def across(runs):
+    """Several results files of the same rows (e.g. the same library run
+    twice): per side and goal, how many rows met it in every run, and the
+    rows that met it in some runs only or in none, with their value's range.
+    A row that flips between runs is level with its threshold, not won."""
+    lines = ["across %d runs:" % len(runs)]
+    fmt = {"best peer": "%.3f", "floor": "%.2fx", "5 us": "%.2f us"}
+    for side, name in (("mxval", "plain launch"), ("mxval_pdl", "with PDL")):
+        have = [res for res in runs if any(median(r, side) for r in res["rows"])]
+        if not have:
+            continue
+        lines.append("%s (%d of %d runs have it):" % (name, len(have), len(runs)))
+        per_goal = {}
+        for res in have:
+            for goal, vals in goal_values(res["rows"], side).items():
+                for r, v, ok in vals:
+                    per_goal.setdefault(goal, {}).setdefault(label(r), []).append((v, ok))
+        for goal, by_row in per_goal.items():
+            every = [k for k, vs in by_row.items() if len(vs) == len(have) and all(ok for _, ok in vs)]
+            none = [k for k, vs in by_row.items() if not any(ok for _, ok in vs)]
+            some = [k for k in by_row if k not in every and k not in none]
+
+            def rng(k):
+                vs = [v for v, _ in by_row[k]]
+                lo, hi = fmt[goal] % min(vs), fmt[goal] % max(vs)
+                return "%s (%s)" % (k, lo if lo == hi else "%s-%s" % (lo, hi))
+
+            lines.append("  %-10s %2d of %2d in every run" % (goal, len(every), len(by_row)))
+            if some:
+                lines.append("             in some runs only: " + ", ".join(rng(k) for k in sorted(some)))
+            if none:
+                lines.append("             in none: " + ", ".join(rng(k) for k in sorted(none)))
     return "\n".join(lines)
 
 
@@ -98,18 +141,32 @@ def markdown(results):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("results")
-    ap.add_argument("--markdown", action="store_true", help="also print every row as a Markdown table")
+    ap.add_argument("results", nargs="+", help="one results file, or several runs of the same rows")
+    ap.add_argument("--markdown", action="store_true", help="also print every row as a Markdown table (of each file)")
     args = ap.parse_args(argv)
-    with open(args.results) as f:
-        results = json.load(f)
-    if not isinstance(results, dict) or not isinstance(results.get("rows"), list):
-        print("%s: not a gpu_bench.py results file (no 'rows' list)" % args.results, file=sys.stderr)
-        return 2
-    print(report(results))
-    if args.markdown:
-        print()
-        print(markdown(results))
+    runs = []
+    for path in args.results:
+        try:
+            with open(path) as f:
+                results = json.load(f)
+        except (OSError, ValueError) as e:
+            print("%s: %s" % (path, e), file=sys.stderr)
+            return 2
+        if not isinstance(results, dict) or not isinstance(results.get("rows"), list):
+            print("%s: not a gpu_bench.py results file (no 'rows' list)" % path, file=sys.stderr)
+            return 2
+        runs.append(results)
+    for path, results in zip(args.results, runs):
+        if len(runs) > 1:
+            print("== %s" % path)
+        print(report(results))
+        if args.markdown:
+            print()
+            print(markdown(results))
+        if len(runs) > 1:
+            print()
+    if len(runs) > 1:
+        print(across(runs))
     return 0
 
 

@@ -2,7 +2,9 @@
 """Unit test of bench/standing.py on the CPU: a synthetic gpu_bench.py
 results file whose rows sit on both sides of each goal's threshold checks the
 counts, the misses, the thresholds' edges, a row without a peer, the Markdown
-table and the refusal of a file that is not a results file."""
+table and the refusal of a file that is not a results file; a second run of
+the same rows checks the comparison across runs (met in every run, in some,
+in none, with the value's range)."""
 import io
 import json
 import os
@@ -107,6 +109,50 @@ class StandingTest(unittest.TestCase):
             os.unlink(f.name)
         self.assertIn("plain launch:", out.getvalue())
         self.assertIn("| shape | M |", out.getvalue())
+
+    def test_across_runs_sorts_rows_by_how_often_they_met_a_goal(self):
+        # Run 2: a/kup M=16 drops just behind its peer (0.990), a/vup M=64
+        # stays behind, a/vup M=8192 moves inside the floor; no PDL times.
+        run2 = [dict(r) for r in ROWS]
+        for r in run2:
+            r.pop("mxval_pdl", None)
+            r.pop("vs_best_peer_pdl", None)
+        run2[1] = row("a/kup", 16, 5.02, 4.97, 6.0, 0.3)
+        run2[4] = row("a/vup", 8192, 45.0, 46.0, 90.0, 40.0)
+        text = st.across([self.results, {"rows": run2}])
+        plain, pdl = text.split("with PDL")
+        self.assertIn("plain launch (2 of 2 runs have it)", plain)
+        self.assertIn("best peer   3 of  6 in every run", plain)
+        self.assertIn("in some runs only: a/kup M=16 (0.990-0.996), a/vup M=8192 (0.991-1.022)", plain)
+        self.assertIn("in none: a/vup M=64 (0.800)", plain)
+        self.assertIn("floor       1 of  2 in every run", plain)
+        self.assertIn("a/vup M=8192 (1.12x-1.16x)", plain)
+        self.assertIn("5 us        1 of  3 in every run", plain)  # M = 16 flips; M = 64 never under
+        self.assertIn("in some runs only: a/kup M=16 (4.99 us-5.02 us)", plain)
+        # Only the first run has PDL times: counted over that run alone.
+        self.assertIn("(1 of 2 runs have it)", pdl)
+        self.assertIn("best peer   5 of  5 in every run", pdl)
+
+    def test_main_with_several_files_prints_each_and_the_comparison(self):
+        paths = []
+        for res in (self.results, self.results):
+            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                json.dump(res, f)
+            paths.append(f.name)
+        out = io.StringIO()
+        try:
+            with redirect_stdout(out):
+                self.assertEqual(st.main(paths), 0)
+            err = io.StringIO()
+            with redirect_stderr(err):
+                self.assertEqual(st.main(paths + ["/nonexistent/results.json"]), 2)
+            self.assertIn("/nonexistent/results.json", err.getvalue())
+        finally:
+            for p in paths:
+                os.unlink(p)
+        self.assertEqual(out.getvalue().count("== "), 2)
+        self.assertIn("across 2 runs:", out.getvalue())
+        self.assertIn("best peer   4 of  6 in every run", out.getvalue())
 
 
 if __name__ == "__main__":
