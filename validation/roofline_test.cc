@@ -3,39 +3,17 @@
 #include <cmath>
 
 #include "gtest/gtest.h"
+#include "kernels/runtime/forwarding_runtime.h"
 
 namespace mxval {
 namespace {
 
-// The host runtime, with its stream-ordered copy failing on demand.
-class FailingCopyRuntime : public DeviceRuntime {
+// The host runtime, with its stream-ordered copy failing.
+class FailingCopyRuntime : public ForwardingRuntime {
  public:
-  std::string kind() const override { return "host"; }
-  int32_t kernel_device() const override { return host_->kernel_device(); }
-  absl::StatusOr<std::vector<DeviceProperties>> Devices() override { return host_->Devices(); }
-  absl::Status SetDevice(int i) override { return host_->SetDevice(i); }
-  absl::StatusOr<void*> Alloc(size_t n) override { return host_->Alloc(n); }
-  void Free(void* p) override { host_->Free(p); }
-  absl::Status CopyToDevice(void* d, const void* s, size_t n) override { return host_->CopyToDevice(d, s, n); }
-  absl::Status CopyToHost(void* d, const void* s, size_t n) override { return host_->CopyToHost(d, s, n); }
-  absl::Status CopyOnDevice(void* d, const void* s, size_t n) override { return host_->CopyOnDevice(d, s, n); }
   absl::Status CopyOnDeviceAsync(void*, const void*, size_t) override {
     return absl::InternalError("copy engine on fire");
   }
-  absl::Status Memset(void* d, uint8_t v, size_t n) override { return host_->Memset(d, v, n); }
-  void* stream() override { return nullptr; }
-  absl::Status Synchronize() override { return host_->Synchronize(); }
-  absl::StatusOr<void*> CreateEvent() override { return host_->CreateEvent(); }
-  absl::Status Record(void* e) override { return host_->Record(e); }
-  absl::StatusOr<double> ElapsedSeconds(void* a, void* b) override { return host_->ElapsedSeconds(a, b); }
-  void DestroyEvent(void* e) override { host_->DestroyEvent(e); }
-  absl::Status LaunchLateWriter(const LateWrite& w) override { return host_->LaunchLateWriter(w); }
-  absl::StatusOr<std::unique_ptr<DeviceGraph>> Capture(const std::function<absl::Status()>& b) override {
-    return host_->Capture(b);
-  }
-
- private:
-  std::unique_ptr<DeviceRuntime> host_ = NewHostRuntime();
 };
 
 TEST(Roofline, CopyBandwidthIsReadPlusWriteBytesPerSecond) {

@@ -1,6 +1,7 @@
 #include "service/worker/devices.h"
 
 #include "gtest/gtest.h"
+#include "kernels/runtime/forwarding_runtime.h"
 #include "mxval/kernel_api.h"
 
 namespace mxval {
@@ -13,39 +14,18 @@ absl::StatusOr<std::unique_ptr<DeviceRuntime>> NoGpu(const std::string& kind) {
   return absl::UnavailableError(kind + ": driver not found");
 }
 
-class ThreeDevices : public DeviceRuntime {
+class ThreeDevices : public ForwardingRuntime {
  public:
-  ThreeDevices() : host_(NewHostRuntime()) {}
   std::string kind() const override { return "cuda"; }
   int32_t kernel_device() const override { return MXVAL_DEVICE_CUDA; }
   absl::StatusOr<std::vector<DeviceProperties>> Devices() override {
     std::vector<DeviceProperties> v;
-    for (int i = 0; i < 3; ++i) v.push_back({i, "sm_90a", "NVIDIA H200", int64_t{141} << 30, 50 << 20, 132});
+    for (int i = 0; i < 3; ++i) v.push_back({i, "sm_90a", "NVIDIA H200", int64_t{141} << 30, 50 << 20, 132, ""});
     return v;
   }
   absl::Status SetDevice(int) override { return absl::OkStatus(); }
-  absl::StatusOr<void*> Alloc(size_t n) override { return host_->Alloc(n); }
-  void Free(void* p) override { host_->Free(p); }
-  absl::Status CopyToDevice(void* d, const void* s, size_t n) override { return host_->CopyToDevice(d, s, n); }
-  absl::Status CopyToHost(void* d, const void* s, size_t n) override { return host_->CopyToHost(d, s, n); }
-  absl::Status CopyOnDevice(void* d, const void* s, size_t n) override { return host_->CopyOnDevice(d, s, n); }
-  absl::Status CopyOnDeviceAsync(void* d, const void* s, size_t n) override {
-    return host_->CopyOnDeviceAsync(d, s, n);
-  }
-  absl::Status Memset(void* d, uint8_t v, size_t n) override { return host_->Memset(d, v, n); }
   void* stream() override { return nullptr; }
   absl::Status Synchronize() override { return absl::OkStatus(); }
-  absl::StatusOr<void*> CreateEvent() override { return host_->CreateEvent(); }
-  absl::Status Record(void* e) override { return host_->Record(e); }
-  absl::StatusOr<double> ElapsedSeconds(void* a, void* b) override { return host_->ElapsedSeconds(a, b); }
-  void DestroyEvent(void* e) override { host_->DestroyEvent(e); }
-  absl::Status LaunchLateWriter(const LateWrite& w) override { return host_->LaunchLateWriter(w); }
-  absl::StatusOr<std::unique_ptr<DeviceGraph>> Capture(const std::function<absl::Status()>& f) override {
-    return host_->Capture(f);
-  }
-
- private:
-  std::unique_ptr<DeviceRuntime> host_;
 };
 
 absl::StatusOr<std::unique_ptr<DeviceRuntime>> Gpus(const std::string& kind) {
