@@ -158,8 +158,9 @@ std::string RooflineMarkdown(const v1::Job& job) {
   struct Range {
     double lo = 0, hi = 0;
     void Add(double v) { lo = lo == 0 ? v : std::min(lo, v), hi = std::max(hi, v); }
-    std::string Text(const char* fmt) const {
-      return lo == hi ? absl::StrFormat(fmt, lo) : absl::StrCat(absl::StrFormat(fmt, lo), "-", absl::StrFormat(fmt, hi));
+    std::string Text(int digits) const {
+      const std::string a = absl::StrFormat("%.*f", digits, lo), b = absl::StrFormat("%.*f", digits, hi);
+      return a == b ? a : absl::StrCat(a, "-", b);
     }
   };
   std::map<std::string, std::pair<Range, Range>> ceilings;  // arch -> copy TB/s, bf16 TFLOP/s
@@ -187,8 +188,8 @@ std::string RooflineMarkdown(const v1::Job& job) {
   std::string out = "\n### Roofline\n\nMeasured on the device each task ran on: ";
   bool first = true;
   for (const auto& [arch, c] : ceilings) {
-    absl::StrAppend(&out, first ? "" : "; ", MarkdownEscape(arch), " copy ", c.first.Text("%.2f"), " TB/s, bf16 GEMM ",
-                    c.second.hi > 0 ? absl::StrCat(c.second.Text("%.0f"), " TFLOP/s") : "not measured",
+    absl::StrAppend(&out, first ? "" : "; ", MarkdownEscape(arch), " copy ", c.first.Text(2), " TB/s, bf16 GEMM ",
+                    c.second.hi > 0 ? absl::StrCat(c.second.Text(0), " TFLOP/s") : "not measured",
                     notes.count(arch) && c.second.hi <= 0 ? absl::StrCat(" (", MarkdownEscape(notes[arch]), ")") : "");
     first = false;
   }
