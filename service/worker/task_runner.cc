@@ -374,13 +374,21 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
           task.candidate_launch() == v1::LAUNCH_MODE_UNSPECIFIED ? task.launch() : task.candidate_launch(), kernels, dev,
           result.mutable_candidate(), &pending);
   TimeSides(*data, dev, pending);
-  // The device's ceilings, measured after the timings (which wait for the
-  // board to come off its power cap first; this does not), on a device that
-  // did not fault: each timed device side gets its floor and fraction.
+  // The device's ceilings, measured after the timings on a device that did
+  // not fault: each timed device side gets its floor and fraction. Like the
+  // timings, they wait first (at most settle_max) for the board to come off
+  // its power cap, which a large-M timing window can leave it at: ceilings
+  // measured at a capped clock would read low and the fractions high.
   if (!pending.empty() && o.measure_roofline && dev.fault.empty()) {
     std::vector<v1::KernelRun*> sides;
     for (const PendingTiming& p : pending) sides.push_back(p.out);
-    FillRoofline(MeasureRoofline(*dev.runtime, o.roofline), data->spec.shape, &result, sides);
+    SettleResult settled;
+    if (o.device_timing.clocks != nullptr) {
+      settled = Settle(*o.device_timing.clocks, o.device_timing.settle_max, o.device_timing.clock_poll);
+    }
+    Roofline r = MeasureRoofline(*dev.runtime, o.roofline);
+    if (!settled.settled) absl::StrAppend(&r.note, "; measured with the board still power- or heat-limited");
+    FillRoofline(r, data->spec.shape, &result, sides);
   }
   return result;
 }
