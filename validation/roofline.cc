@@ -101,6 +101,19 @@ std::vector<uint16_t> RandomBf16(size_t n, uint32_t seed) {
 
 }  // namespace
 
+absl::Status FillRandomBf16(DeviceRuntime& rt, void* dst, size_t elems, uint32_t seed) {
+  constexpr size_t kBlock = size_t{1} << 20;  // elements generated on the host
+  const std::vector<uint16_t> block = RandomBf16(std::min(elems, kBlock), seed);
+  if (absl::Status s = rt.CopyToDevice(dst, block.data(), block.size() * 2); !s.ok()) return s;
+  auto* d = static_cast<uint8_t*>(dst);
+  for (size_t done = block.size(); done < elems;) {  // double the filled prefix on the device
+    const size_t n = std::min(done, elems - done);
+    if (absl::Status s = rt.CopyOnDevice(d + done * 2, d, n * 2); !s.ok()) return s;
+    done += n;
+  }
+  return absl::OkStatus();
+}
+
 double MedianOf(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -140,8 +153,7 @@ absl::StatusOr<double> MeasureBf16GemmRate(DeviceRuntime& rt, int n, int warmup,
   auto c_buf = DeviceBuffer::Allocate(rt, bytes);
   if (!c_buf.ok()) return c_buf.status();
   for (auto [buf, seed] : {std::pair<DeviceBuffer*, uint32_t>{&*a_buf, 1u}, {&*b_buf, 2u}}) {
-    const std::vector<uint16_t> host = RandomBf16(elems, seed);
-    if (absl::Status s = rt.CopyToDevice(buf->get(), host.data(), bytes); !s.ok()) return s;
+    if (absl::Status s = FillRandomBf16(rt, buf->get(), elems, seed); !s.ok()) return s;
   }
   void* handle = nullptr;
   if (int rc = b.Create(&handle); rc != 0) return absl::InternalError(absl::StrCat("cublasCreate failed (status ", rc, ")"));

@@ -66,6 +66,13 @@ double FloorSeconds(const Roofline& r, double flops, double bytes);
 // floor / measured (both in seconds); 0 when either is not positive.
 double RooflineFraction(double floor_s, double measured_s);
 
+// Fills `elems` bf16 values at device pointer `dst` with pseudo-random
+// values in about [-1, 1]: a block of 2^20 made on the host (seeded), then
+// repeated on the device by doubling copies, so a 128 MB GEMM operand costs
+// a 2 MB upload, not 64 M host values. (The GEMM probe's operands: constant
+// data would draw less power and could time at a higher clock than real data.)
+absl::Status FillRandomBf16(DeviceRuntime& rt, void* dst, size_t elems, uint32_t seed);
+
 // The median of `v` (the upper one of an even count); 0 for none.
 double MedianOf(std::vector<double> v);
 

@@ -43,6 +43,37 @@ TEST(Roofline, CopyActuallyCopies) {
   EXPECT_EQ(back, src);
 }
 
+// The GEMM probe's operands: a seeded block repeated to the end (an odd
+// length, so the last doubling is partial), not constants, not zeros.
+TEST(Roofline, RandomOperandsRepeatOneSeededBlockToTheEnd) {
+  auto rt = NewHostRuntime();
+  const size_t elems = (size_t{1} << 21) + (size_t{1} << 19) + 3;  // 2.5 blocks and 3
+  auto buf = DeviceBuffer::Allocate(*rt, elems * 2);
+  ASSERT_TRUE(buf.ok());
+  ASSERT_TRUE(FillRandomBf16(*rt, buf->get(), elems, 7).ok());
+  std::vector<uint16_t> v(elems);
+  ASSERT_TRUE(rt->CopyToHost(v.data(), buf->get(), elems * 2).ok());
+  const size_t block = size_t{1} << 20;
+  for (size_t i = block; i < elems; i += 4093) EXPECT_EQ(v[i], v[i % block]) << i;
+  EXPECT_EQ(v[elems - 1], v[(elems - 1) % block]);
+  size_t distinct_signs = 0, zeros = 0;
+  for (size_t i = 0; i < 4096; ++i) {
+    distinct_signs += v[i] >> 15;
+    zeros += v[i] == 0;
+    const int exp = (v[i] >> 7) & 0xFF;
+    EXPECT_LT(exp, 127) << "not in (-1, 1): " << v[i];  // |x| < 1
+  }
+  EXPECT_GT(distinct_signs, 1500u);  // about half negative
+  EXPECT_LT(zeros, 10u);
+  // Another seed, other values.
+  auto other = DeviceBuffer::Allocate(*rt, 64 * 2);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(FillRandomBf16(*rt, other->get(), 64, 8).ok());
+  std::vector<uint16_t> w(64);
+  ASSERT_TRUE(rt->CopyToHost(w.data(), other->get(), 128).ok());
+  EXPECT_NE(std::vector<uint16_t>(v.begin(), v.begin() + 64), w);
+}
+
 TEST(Roofline, NoGemmProbeOffCudaSaysWhy) {
   auto rt = NewHostRuntime();
   auto rate = MeasureBf16GemmRate(*rt, 256, 1, 2);
