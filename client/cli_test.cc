@@ -345,17 +345,25 @@ TEST(Report, RooflineSectionShowsCeilingsAndFractions) {
   };
   add(4096, 4120, 782, 20.5, 0.84, 0.86);
   add(16384, 4190, 790, 81.7, 0.99, 0);
+  for (int i = 0; i < 2; ++i) {  // the SM clock while each task measured its ceilings
+    v1::ClockWindow* c = job.mutable_results(i)->mutable_roofline()->mutable_clock();
+    c->set_samples(3), c->set_sm_mhz_min(i == 0 ? 1980 : 1755), c->set_sm_mhz_max(1980);
+  }
   const std::string md = FormatReport(job, "markdown");
   EXPECT_NE(md.find("### Roofline"), std::string::npos) << md;
-  EXPECT_NE(md.find("sm\\_90a copy 4.12-4.19 TB/s, bf16 GEMM 782-790 TFLOP/s"), std::string::npos) << md;
+  EXPECT_NE(md.find("sm\\_90a copy 4.12-4.19 TB/s, bf16 GEMM 782-790 TFLOP/s, SM clock 1755-1980 MHz"),
+            std::string::npos)
+      << md;
   EXPECT_NE(md.find("| vup B=16 N=128 K=512 | 4096 | sm\\_90a | 20.5 | 84% | 86% |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 16384 | sm\\_90a | 81.7 | 99% | — |"), std::string::npos) << md;
   // A hip device without a GEMM probe: the memory ceiling and the reason.
   job.mutable_results(1)->set_arch("gfx942");
   job.mutable_results(1)->mutable_roofline()->set_bf16_tflops(0);
   job.mutable_results(1)->mutable_roofline()->set_note("no bf16 GEMM probe for hip devices");
+  job.mutable_results(1)->mutable_roofline()->clear_clock();  // no clock reader on AMD
   const std::string md2 = FormatReport(job, "markdown");
-  EXPECT_NE(md2.find("gfx942 copy 4.19 TB/s, bf16 GEMM not measured (no bf16 GEMM probe for hip devices)"),
+  EXPECT_NE(md2.find("gfx942 copy 4.19 TB/s, bf16 GEMM not measured (no bf16 GEMM probe for hip devices); "
+                     "sm\\_90a copy 4.12 TB/s, bf16 GEMM 782 TFLOP/s, SM clock 1980 MHz."),
             std::string::npos)
       << md2;
   // Without any measured roofline there is no section.

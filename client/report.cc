@@ -164,6 +164,7 @@ std::string RooflineMarkdown(const v1::Job& job) {
     }
   };
   std::map<std::string, std::pair<Range, Range>> ceilings;  // arch -> copy TB/s, bf16 TFLOP/s
+  std::map<std::string, Range> mhz;                         // arch -> SM clock while measuring them
   std::map<std::string, std::string> notes;                 // arch -> a note, where no GEMM rate was measured
   std::string rows;
   auto cell = [](const v1::KernelRun& k) {
@@ -174,6 +175,10 @@ std::string RooflineMarkdown(const v1::Job& job) {
     if (Infra(r) || r.roofline().copy_gbps() <= 0) continue;
     auto& [copy, rate] = ceilings[r.arch()];
     copy.Add(r.roofline().copy_gbps() * 1e-3);
+    if (const v1::ClockWindow& c = r.roofline().clock(); c.samples() > 0) {
+      mhz[r.arch()].Add(c.sm_mhz_min());
+      mhz[r.arch()].Add(c.sm_mhz_max());
+    }
     if (r.roofline().bf16_tflops() > 0) {
       rate.Add(r.roofline().bf16_tflops());
     } else {
@@ -190,7 +195,8 @@ std::string RooflineMarkdown(const v1::Job& job) {
   for (const auto& [arch, c] : ceilings) {
     absl::StrAppend(&out, first ? "" : "; ", MarkdownEscape(arch), " copy ", c.first.Text(2), " TB/s, bf16 GEMM ",
                     c.second.hi > 0 ? absl::StrCat(c.second.Text(0), " TFLOP/s") : "not measured",
-                    notes.count(arch) && c.second.hi <= 0 ? absl::StrCat(" (", MarkdownEscape(notes[arch]), ")") : "");
+                    notes.count(arch) && c.second.hi <= 0 ? absl::StrCat(" (", MarkdownEscape(notes[arch]), ")") : "",
+                    mhz.count(arch) ? absl::StrCat(", SM clock ", mhz[arch].Text(0), " MHz") : "");
     first = false;
   }
   absl::StrAppend(&out, ". The floor is max(FLOPs / bf16 GEMM rate, minimal bytes / copy bandwidth); each side's "

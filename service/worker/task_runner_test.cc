@@ -252,7 +252,9 @@ TEST(TaskRunner, MalformedTasksAreInvalidArgument) {
   t = Task();
   t.set_m(1 << 22);
   t.mutable_shape()->set_b(4096);
-  EXPECT_EQ(RunTask(t, k, {int64_t{1} << 20, 0}).status().code(), absl::StatusCode::kResourceExhausted);
+  TaskRunnerOptions small;
+  small.max_task_bytes = int64_t{1} << 20;
+  EXPECT_EQ(RunTask(t, k, small).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 
