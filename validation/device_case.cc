@@ -208,13 +208,7 @@ absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std:
   }
   // The samples start off the power cap (where the clocks can be read) and
   // the clock is watched while they run.
-  SettleResult settle;
-  std::unique_ptr<ClockWatch> watch;
-  if (o.clocks != nullptr) {
-    settle = Settle(*o.clocks, o.settle_max, o.clock_poll);
-    watch = std::make_unique<ClockWatch>(o.clocks, o.clock_poll);
-    watch->Start();
-  }
+  SettledClockWindow window(o.clocks, o.settle_max, o.clock_poll, o.no_clock_note);
   // Sample s visits the sides forward when s is even and backward when it is
   // odd (A B, B A, A B, ...), so neither side is always the one that runs
   // right after the other: drift and the board's power cap fall on both.
@@ -232,14 +226,7 @@ absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std:
     }
   }
   MXVAL_RETURN_IF_ERROR(rt_.Synchronize());
-  ClockSummary clock;
-  if (watch != nullptr) {
-    clock = watch->Stop();
-    clock.settle_s = settle.waited_s;
-    clock.settled = settle.settled;
-  } else {
-    clock.note = o.no_clock_note;
-  }
+  const ClockSummary clock = window.Finish();
   for (DeviceTiming& t : out) {
     t.clock = clock;
     t.median_s = Percentile(t.per_launch_seconds, 0.5);

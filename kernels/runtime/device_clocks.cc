@@ -211,4 +211,25 @@ SettleResult Settle(ClockReader& reader, absl::Duration max_wait, absl::Duration
   return out;
 }
 
+SettledClockWindow::SettledClockWindow(ClockReader* reader, absl::Duration settle_max, absl::Duration poll,
+                                       std::string no_clock_note)
+    : no_clock_note_(std::move(no_clock_note)) {
+  if (reader == nullptr) return;
+  settle_ = Settle(*reader, settle_max, poll);
+  watch_ = std::make_unique<ClockWatch>(reader, poll);
+  watch_->Start();
+}
+
+ClockSummary SettledClockWindow::Finish() {
+  ClockSummary clock;
+  if (watch_ != nullptr) {
+    clock = watch_->Stop();
+    clock.settle_s = settle_.waited_s;
+    clock.settled = settle_.settled;
+  } else {
+    clock.note = no_clock_note_;
+  }
+  return clock;
+}
+
 }  // namespace mxval

@@ -131,6 +131,21 @@ SettleResult Settle(ClockReader& reader, absl::Duration max_wait, absl::Duration
                     const Clock& clock = *RealClock::Get(),
                     const std::function<void(absl::Duration)>& sleep = absl::SleepFor);
 
+// A timed window as the harness runs one: with a reader, wait until the
+// board is off its limits (Settle, at most settle_max), then watch the clock
+// until Finish(), whose summary carries the settle wait; without a reader,
+// Finish() returns a summary with no samples and `no_clock_note`.
+class SettledClockWindow {
+ public:
+  SettledClockWindow(ClockReader* reader, absl::Duration settle_max, absl::Duration poll, std::string no_clock_note);
+  ClockSummary Finish();
+
+ private:
+  SettleResult settle_;
+  std::unique_ptr<ClockWatch> watch_;
+  std::string no_clock_note_;
+};
+
 }  // namespace mxval
 
 #endif  // MXVAL_KERNELS_RUNTIME_DEVICE_CLOCKS_H_

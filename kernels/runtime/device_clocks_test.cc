@@ -148,6 +148,33 @@ TEST(Settle, AFailedReadEndsTheWaitUnsettled) {
   EXPECT_FALSE(Settle(reader, absl::Seconds(1), absl::Milliseconds(10), fs.clock, fs.fn()).settled);
 }
 
+// The harness's window: settle, then watch until Finish(); the summary has
+// the window's reads and the settle wait. No reader: no samples, the note.
+TEST(SettledClockWindow, SettlesThenWatchesAndReportsBoth) {
+  SettledClockWindow none(nullptr, absl::Seconds(1), absl::Milliseconds(1), "no clock reader for host devices");
+  const ClockSummary n = none.Finish();
+  EXPECT_EQ(n.samples, 0);
+  EXPECT_EQ(n.note, "no clock reader for host devices");
+  // Calm for the settle read, then capped at 1800 MHz while the window is open.
+  ScriptedClocks calm({At(1980, 0, 100000), At(1800, 0x4, 650000)}, 700000);
+  SettledClockWindow w(&calm, absl::Seconds(1), absl::Milliseconds(1), "unused");
+  const ClockSummary c = w.Finish();
+  EXPECT_GE(c.samples, 2);
+  EXPECT_EQ(c.sm_mhz_min, 1800);
+  EXPECT_EQ(c.reasons, 0x4u);
+  EXPECT_TRUE(c.settled);
+  EXPECT_LT(c.settle_s, 0.5);  // no wait: the first read was calm (the real clock still ticks)
+  EXPECT_TRUE(c.Disturbed());
+  EXPECT_EQ(c.source, "scripted");
+  // A board that never comes off its cap: the wait gives up and says so.
+  ScriptedClocks hot({At(1020, 0x4 | 0x20, 700000)}, 700000);
+  SettledClockWindow h(&hot, absl::Milliseconds(5), absl::Milliseconds(1), "unused");
+  const ClockSummary hs = h.Finish();
+  EXPECT_FALSE(hs.settled);
+  EXPECT_GE(hs.settle_s, 0.004);
+  EXPECT_TRUE(hs.Disturbed());
+}
+
 // On a machine without the NVIDIA driver (CI) the reader is unavailable with
 // a reason, never a crash; on a GPU node the same call finds no device at a
 // bus id that does not exist.

@@ -382,22 +382,10 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
   if (!pending.empty() && o.measure_roofline && dev.fault.empty()) {
     std::vector<v1::KernelRun*> sides;
     for (const PendingTiming& p : pending) sides.push_back(p.out);
-    SettleResult settled;
-    std::unique_ptr<ClockWatch> watch;
-    if (o.device_timing.clocks != nullptr) {
-      settled = Settle(*o.device_timing.clocks, o.device_timing.settle_max, o.device_timing.clock_poll);
-      watch = std::make_unique<ClockWatch>(o.device_timing.clocks, o.device_timing.clock_poll);
-      watch->Start();
-    }
+    const TimingOptions& t = o.device_timing;
+    SettledClockWindow window(t.clocks, t.settle_max, t.clock_poll, t.no_clock_note);
     const Roofline r = MeasureRoofline(*dev.runtime, o.roofline);
-    ClockSummary clock;
-    if (watch != nullptr) {
-      clock = watch->Stop();
-      clock.settle_s = settled.waited_s;
-      clock.settled = settled.settled;
-    } else {
-      clock.note = o.device_timing.no_clock_note;
-    }
+    const ClockSummary clock = window.Finish();
     FillRoofline(r, data->spec.shape, &result, sides);
     FillClock(clock, result.mutable_roofline()->mutable_clock());
   }
