@@ -2319,12 +2319,12 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     // slower than a plain launch; at the last tile they are 0.95-1.06 of it
     // and the small-M gain is kept (BENCHMARKS.md, "Programmatic dependent
     // launch on every kernel").
-    // Flags bit 18 (MXVAL_RS_PDL=trigger-exit or auto, read per call, for A/Bs): no
-    // explicit trigger, so the next kernel's CTAs launch only as this one's
-    // exit. At GLM-5 V-up M >= 4096 (two warpgroups, 8+ tiles per CTA) that
-    // was 0.945-0.982 of the time with the trigger here, 1.05-1.23 at
-    // M <= 1024 and level on DeepSeek-V3 V-up M >= 4096 (one run, BENCHMARKS.md,
-    // thirty-first session): not the default until the other shapes are measured.
+    // Flags bit 18 (WgmmaRsRun's rule, or MXVAL_RS_PDL): no explicit
+    // trigger, so the next kernel's CTAs launch only as this one's exit.
+    // Dropped by default only on two-warpgroup configs holding K >= 512 with
+    // 8+ tiles per CTA (GLM-5 V-up M >= 4096: 0.94-0.97 of the time with the
+    // trigger here); everywhere else it cost 1.02-1.23 or was level
+    // (BENCHMARKS.md, thirty-first and thirty-second sessions).
     if (pdl && ti == my_tiles - 1 && !((flags >> 18) & 1)) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #pragma unroll
     for (int q = 0; q < 3; ++q) MXVAL_WT_STAMP(16 + q, GlobalTimerNs(), tid == 0 && ti == (q + 1) * my_tiles / 4);
@@ -2935,14 +2935,23 @@ int32_t WgmmaRsRun(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
   flags |= EntryBits("MXVAL_RS_ENTRY", 15) << 4;
   if (const char* v = getenv("MXVAL_RS_XEARLY")) flags |= (atoi(v) & 15) << 8;  // read per call, for A/Bs
   if (const char* v = getenv("MXVAL_RS_SCALES")) flags |= strcmp(v, "late") == 0 ? 1 << 16 : strcmp(v, "bytes") == 0 ? 1 << 17 : 0;
-  // MXVAL_RS_PDL (read per call, for A/Bs): trigger-exit drops the explicit
-  // PDL release on every config; auto drops it only where one same-process
-  // A/B found that faster (two warpgroups and 8 or more tiles per CTA: GLM-5
-  // V-up M >= 4096), the candidate rule for a default, so that one A/B of
-  // auto against unset over every shape measures exactly that rule.
-  if (const char* v = getenv("MXVAL_RS_PDL")) {
+  // Where the PDL release goes (flags bit 18: none, the next kernel's CTAs
+  // launch as this one's exit). By default it is dropped on two-warpgroup
+  // configs holding K >= 512 with 8 or more tiles per CTA (GLM-5 V-up
+  // M >= 4096); everywhere else the release stays at the last tile. Two
+  // same-process A/Bs on the H200 with PDL (thirty-second session): GLM-5
+  // V-up M = 4096 / 8192 / 16384 at 0.960-0.967 / 0.940-0.963 / 0.949-0.951
+  // of the time with the release, but GLM-5 K-up (two warpgroups, K = 192)
+  // at 1.018-1.069 slower at M = 2048-16384, so the rule is not "8+ tiles"
+  // alone. MXVAL_RS_PDL (read per call, for A/Bs): release keeps the release
+  // everywhere (the behaviour before), trigger-exit drops it everywhere.
+  {
+    const char* v = getenv("MXVAL_RS_PDL");
     const int64_t tiles_per_cta = ((a->M + c->block_m - 1) / c->block_m + groups - 1) / groups;
-    if (strcmp(v, "trigger-exit") == 0 || (strcmp(v, "auto") == 0 && c->num_warps == 12 && tiles_per_cta >= 8)) {
+    const bool by_rule = c->num_warps == 12 && a->K / c->ksplit >= 512 && tiles_per_cta >= 8;
+    if (v != nullptr && strcmp(v, "trigger-exit") == 0) {
+      flags |= 1 << 18;
+    } else if ((v == nullptr || strcmp(v, "release") != 0) && by_rule) {
       flags |= 1 << 18;
     }
   }
