@@ -151,6 +151,48 @@ std::string ClockSummaryMarkdown(const v1::Job& job) {
 // 3-4 us on the H200, BENCHMARKS.md); a changed row's delta inside that
 // spread is not evidence that the change is faster or slower. Empty when the
 // job has no such rows or no changed rows.
+std::string TimingSpreadMarkdown(const v1::Job& job) {
+  double lo = 0, hi = 0;
+  int same = 0;
+  struct Changed {
+    const v1::TaskResult* r;
+    double pct;
+  };
+  std::vector<Changed> changed;
+  for (const v1::TaskResult& r : job.results()) {
+    if (Infra(r) || DeltaUnfair(r)) continue;  // sides timed apart under a moving clock: neither spread nor change
+    const double b = r.baseline().timing().median_us(), c = r.candidate().timing().median_us();
+    if (b <= 0 || c <= 0) continue;
+    const double pct = 100.0 * (c - b) / b;
+    if (SameKernelAndConfig(r)) {
+      lo = same == 0 ? pct : std::min(lo, pct);
+      hi = same == 0 ? pct : std::max(hi, pct);
+      ++same;
+    } else {
+      changed.push_back({&r, pct});
+    }
+  }
+  if (same == 0 || changed.empty()) return "";
+  std::string out = absl::StrFormat(
+      "\n%d %s the same kernel and config on both sides; their delta, %+.1f%% to %+.1f%%, is this job's "
+      "run-to-run spread.",
+      same, same == 1 ? "row runs" : "rows run", lo, hi);
+  std::string outside;
+  int inside = 0;
+  for (const Changed& ch : changed) {
+    if (ch.pct >= lo && ch.pct <= hi) {
+      ++inside;
+      continue;
+    }
+    absl::StrAppend(&outside, outside.empty() ? "" : ", ", MarkdownEscape(ShapeName(ch.r->shape())), " M=", ch.r->m(),
+                    " ", MarkdownEscape(ch.r->arch()), " ", absl::StrFormat("%+.1f%%", ch.pct));
+  }
+  absl::StrAppend(&out, " Of the ", changed.size(), changed.size() == 1 ? " row" : " rows", " whose config changed, ", changed.size() - inside,
+                  " moved outside it", outside.empty() ? "" : absl::StrCat(" (", outside, ")"), " and ", inside,
+                  " inside it (not evidence either way).\n");
+  return out;
+}
+
 // Where the tasks measured their device's roofline: each timed device side
 // as a fraction of its floor (max(FLOPs / bf16 GEMM rate, minimal bytes /
 // copy bandwidth), validation/roofline.h), and the ceilings per arch.
@@ -204,48 +246,6 @@ std::string RooflineMarkdown(const v1::Job& job) {
   if (!rows.empty()) {
     absl::StrAppend(&out, "\n| shape | M | arch | floor µs | baseline | candidate |\n|---|---:|---|---:|---:|---:|\n", rows);
   }
-  return out;
-}
-
-std::string TimingSpreadMarkdown(const v1::Job& job) {
-  double lo = 0, hi = 0;
-  int same = 0;
-  struct Changed {
-    const v1::TaskResult* r;
-    double pct;
-  };
-  std::vector<Changed> changed;
-  for (const v1::TaskResult& r : job.results()) {
-    if (Infra(r) || DeltaUnfair(r)) continue;  // sides timed apart under a moving clock: neither spread nor change
-    const double b = r.baseline().timing().median_us(), c = r.candidate().timing().median_us();
-    if (b <= 0 || c <= 0) continue;
-    const double pct = 100.0 * (c - b) / b;
-    if (SameKernelAndConfig(r)) {
-      lo = same == 0 ? pct : std::min(lo, pct);
-      hi = same == 0 ? pct : std::max(hi, pct);
-      ++same;
-    } else {
-      changed.push_back({&r, pct});
-    }
-  }
-  if (same == 0 || changed.empty()) return "";
-  std::string out = absl::StrFormat(
-      "\n%d %s the same kernel and config on both sides; their delta, %+.1f%% to %+.1f%%, is this job's "
-      "run-to-run spread.",
-      same, same == 1 ? "row runs" : "rows run", lo, hi);
-  std::string outside;
-  int inside = 0;
-  for (const Changed& ch : changed) {
-    if (ch.pct >= lo && ch.pct <= hi) {
-      ++inside;
-      continue;
-    }
-    absl::StrAppend(&outside, outside.empty() ? "" : ", ", MarkdownEscape(ShapeName(ch.r->shape())), " M=", ch.r->m(),
-                    " ", MarkdownEscape(ch.r->arch()), " ", absl::StrFormat("%+.1f%%", ch.pct));
-  }
-  absl::StrAppend(&out, " Of the ", changed.size(), changed.size() == 1 ? " row" : " rows", " whose config changed, ", changed.size() - inside,
-                  " moved outside it", outside.empty() ? "" : absl::StrCat(" (", outside, ")"), " and ", inside,
-                  " inside it (not evidence either way).\n");
   return out;
 }
 

@@ -5,17 +5,13 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/stats.h"
 #include "common/status_macros.h"
 #include "validation/abi_kernel.h"
 
 namespace mxval {
 namespace {
 
-
-double Percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * (v.size() - 1) + 0.5)];
-}
 
 // RAII pair of events.
 struct EventPair {

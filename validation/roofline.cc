@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/stats.h"
 #include "kernels/runtime/dl_bind.h"
 
 namespace mxval {
@@ -48,7 +49,7 @@ absl::StatusOr<std::vector<double>> TimeOnStream(DeviceRuntime& rt, int warmup, 
 
 // cuBLAS, reached with dlopen (cublas_api.h's values).
 constexpr int kCublasOpN = 0, kCublasOpT = 1;
-constexpr int kCudaR32F = 0, kCudaR16BF = 14;
+constexpr int kCudaR16BF = 14;
 constexpr int kCublasCompute32F = 68;
 constexpr int kCublasGemmDefault = -1;
 struct CublasApi {
@@ -114,12 +115,6 @@ absl::Status FillRandomBf16(DeviceRuntime& rt, void* dst, size_t elems, uint32_t
   return absl::OkStatus();
 }
 
-double MedianOf(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 absl::StatusOr<double> MeasureCopyBandwidth(DeviceRuntime& rt, int64_t bytes, int warmup, int samples) {
   if (bytes <= 0 || samples <= 0) return absl::InvalidArgumentError("copy bandwidth: bytes and samples must be positive");
   auto src = DeviceBuffer::Allocate(rt, static_cast<size_t>(bytes));
@@ -130,7 +125,7 @@ absl::StatusOr<double> MeasureCopyBandwidth(DeviceRuntime& rt, int64_t bytes, in
   auto t = TimeOnStream(rt, warmup, samples,
                         [&] { return rt.CopyOnDeviceAsync(dst->get(), src->get(), static_cast<size_t>(bytes)); });
   if (!t.ok()) return t.status();
-  const double med = MedianOf(*t);
+  const double med = Percentile(*t, 0.5);
   if (!(med > 0)) return absl::InternalError("copy bandwidth: the copy took no measurable time");
   return 2.0 * static_cast<double>(bytes) / med;
 }
@@ -174,7 +169,7 @@ absl::StatusOr<double> MeasureBf16GemmRate(DeviceRuntime& rt, int n, int warmup,
   }
   b.Destroy(handle);
   if (!t.ok()) return t.status();
-  const double med = MedianOf(*t);
+  const double med = Percentile(*t, 0.5);
   if (!(med > 0)) return absl::InternalError("bf16 GEMM rate: the GEMM took no measurable time");
   return 2.0 * n * static_cast<double>(n) * n / med;
 }

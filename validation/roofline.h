@@ -73,9 +73,6 @@ double RooflineFraction(double floor_s, double measured_s);
 // data would draw less power and could time at a higher clock than real data.)
 absl::Status FillRandomBf16(DeviceRuntime& rt, void* dst, size_t elems, uint32_t seed);
 
-// The median of `v` (the upper one of an even count); 0 for none.
-double MedianOf(std::vector<double> v);
-
 }  // namespace mxval
 
 #endif  // MXVAL_VALIDATION_ROOFLINE_H_

@@ -119,9 +119,6 @@ TEST(Roofline, FloorIsTheSlowerCeiling) {
   EXPECT_DOUBLE_EQ(RooflineFraction(2e-6, 4e-6), 0.5);
   EXPECT_EQ(RooflineFraction(0, 4e-6), 0);
   EXPECT_EQ(RooflineFraction(2e-6, 0), 0);
-  EXPECT_EQ(MedianOf({}), 0);
-  EXPECT_EQ(MedianOf({3, 1, 2}), 2);
-  EXPECT_EQ(MedianOf({4, 1, 3, 2}), 3);
 }
 
 }  // namespace
