@@ -16,6 +16,7 @@
 #include "common/tensor_io.h"
 #include "kernels/mxfp4/quantize.h"
 #include "reference/reference_gemm.h"
+#include "service/worker/child_results.h"
 #include "service/worker/task_runner.h"
 #include <iostream>
 #include <iterator>
@@ -322,7 +323,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 int RunTaskChild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string kernel_dir, runtime_kind;
   int64_t threads = 0, device = 0;
-  FlagSet f("__run-task", "Internal: runs one task for the worker daemon (TaskSpec on stdin, TaskResult on stdout).");
+  FlagSet f("__run-task", "Internal: runs one task for the worker daemon (TaskSpec on stdin; delimited TaskResults on stdout, the last one the whole result).");
   f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries (lib<name>.so)");
   f.Int("threads", &threads, "threads (0 = all)");
   f.String("runtime", &runtime_kind, "device runtime for GPU kernels: cuda or hip (empty: CPU only)");
@@ -367,10 +368,15 @@ int RunTaskChild(const std::vector<std::string>& args, std::ostream& out, std::o
       o.measure_roofline = false;
     }
   }
+  // stdout: delimited TaskResults (service/worker/child_results.h), the
+  // checkpoint before the roofline and then the whole result.
+  bool written = true;
+  o.on_checked = [&](const v1::TaskResult& checkpoint) { written = worker::WriteChildResult(checkpoint, out) && written; };
   auto result = worker::RunTask(task, kernels, o);
   if (!result.ok()) return Fail(err, "__run-task", result.status());
-  if (!result->SerializeToOstream(&out)) return Fail(err, "__run-task", absl::InternalError("cannot write stdout"));
-  out.flush();
+  if (!worker::WriteChildResult(*result, out) || !written) {
+    return Fail(err, "__run-task", absl::InternalError("cannot write stdout"));
+  }
   return kExitOk;
 }
 

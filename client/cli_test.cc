@@ -366,7 +366,26 @@ TEST(Report, RooflineSectionShowsCeilingsAndFractions) {
                      "sm\\_90a copy 4.12 TB/s, bf16 GEMM 782 TFLOP/s, SM clock 1980 MHz."),
             std::string::npos)
       << md2;
-  // Without any measured roofline there is no section.
+  // A task whose child ended while measuring the roofline (the worker kept
+  // its checkpoint): no ceilings from it, and the section says why.
+  job.mutable_results(1)->mutable_roofline()->Clear();
+  job.mutable_results(1)->mutable_roofline()->set_note(
+      "not measured: the task's child process ended while measuring the device's roofline (killed by signal 11)");
+  const std::string md3 = FormatReport(job, "markdown");
+  EXPECT_NE(md3.find("Not measured on 1 task (vup B=16 N=128 K=512 M=16384): not measured: the task's child process "
+                     "ended while measuring the device's roofline (killed by signal 11).\n\nMeasured on the device "
+                     "each task ran on: sm\\_90a copy 4.12 TB/s"),
+            std::string::npos)
+      << md3;
+  // Only unmeasured tasks: the section holds just that line.
+  job.mutable_results(0)->mutable_roofline()->Clear();
+  job.mutable_results(0)->mutable_roofline()->set_note("copy bandwidth: out of memory");
+  const std::string md4 = FormatReport(job, "markdown");
+  EXPECT_NE(md4.find("Not measured on 1 task (vup B=16 N=128 K=512 M=4096): copy bandwidth: out of memory."),
+            std::string::npos)
+      << md4;
+  EXPECT_EQ(md4.find("Measured on the device"), std::string::npos) << md4;
+  // Without any roofline there is no section.
   for (v1::TaskResult& r : *job.mutable_results()) r.clear_roofline();
   EXPECT_EQ(FormatReport(job, "markdown").find("Roofline"), std::string::npos);
 }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/config_label.h"
 #include "service/triage/kernel_triage.h"
@@ -213,8 +214,15 @@ std::string RooflineMarkdown(const v1::Job& job) {
     return k.timing().roofline_fraction() > 0 ? absl::StrFormat("%.0f%%", 100 * k.timing().roofline_fraction())
                                               : std::string("—");
   };
+  std::map<std::string, std::vector<std::string>> unmeasured;  // note -> "shape M=m" of the tasks
   for (const v1::TaskResult& r : job.results()) {
-    if (Infra(r) || r.roofline().copy_gbps() <= 0) continue;
+    if (Infra(r)) continue;
+    if (r.roofline().copy_gbps() <= 0) {
+      if (!r.roofline().note().empty()) {
+        unmeasured[r.roofline().note()].push_back(absl::StrCat(ShapeName(r.shape()), " M=", r.m()));
+      }
+      continue;
+    }
     auto& [copy, rate] = ceilings[r.arch()];
     copy.Add(r.roofline().copy_gbps() * 1e-3);
     if (const v1::ClockWindow& c = r.roofline().clock(); c.samples() > 0) {
@@ -231,8 +239,19 @@ std::string RooflineMarkdown(const v1::Job& job) {
     absl::StrAppend(&rows, "| ", MarkdownEscape(ShapeName(r.shape())), " | ", r.m(), " | ", MarkdownEscape(r.arch()),
                     " | ", absl::StrFormat("%.1f", floor), " | ", cell(r.baseline()), " | ", cell(r.candidate()), " |\n");
   }
-  if (ceilings.empty()) return "";
-  std::string out = "\n### Roofline\n\nMeasured on the device each task ran on: ";
+  if (ceilings.empty() && unmeasured.empty()) return "";
+  std::string out = "\n### Roofline\n\n";
+  // Tasks with a device side whose roofline was not measured, and why (a
+  // copy that failed, a task child that ended while measuring it).
+  for (const auto& [note, tasks] : unmeasured) {
+    constexpr size_t kNamed = 8;
+    const std::vector<std::string> named(tasks.begin(), tasks.begin() + std::min(tasks.size(), kNamed));
+    const std::string more = tasks.size() > kNamed ? absl::StrCat(" and ", tasks.size() - kNamed, " more") : "";
+    absl::StrAppend(&out, "Not measured on ", tasks.size(), tasks.size() == 1 ? " task" : " tasks", " (",
+                    MarkdownEscape(absl::StrJoin(named, ", ")), more, "): ", MarkdownEscape(note), ".\n\n");
+  }
+  if (ceilings.empty()) return out;
+  absl::StrAppend(&out, "Measured on the device each task ran on: ");
   bool first = true;
   for (const auto& [arch, c] : ceilings) {
     absl::StrAppend(&out, first ? "" : "; ", MarkdownEscape(arch), " copy ", c.first.Text(2), " TB/s, bf16 GEMM ",

@@ -5,6 +5,7 @@
 #include "common/digest.h"
 #include "gtest/gtest.h"
 #include "mxval/v1/mxval.pb.h"
+#include "service/worker/child_results.h"
 
 namespace mxval::worker {
 namespace {
@@ -50,8 +51,11 @@ TEST(ChildRunner, TaskRunsInAChildAndReturnsItsResult) {
   auto r = RunChild(Child(), Task("example_plugin").SerializeAsString());
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(r->success) << r->Describe() << ": " << r->stderr_tail;
-  v1::TaskResult result;
-  ASSERT_TRUE(result.ParseFromString(r->out));
+  // A CPU task measures no roofline, so the child writes no checkpoint:
+  // one delimited message, the whole result.
+  const std::vector<v1::TaskResult> written = ParseChildResults(r->out);
+  ASSERT_EQ(written.size(), 1u);
+  const v1::TaskResult& result = written[0];
   EXPECT_EQ(result.task_id(), "job-1-t0");
   EXPECT_EQ(result.baseline().accuracy().verdict(), v1::VERDICT_PASS);
   EXPECT_EQ(result.candidate().accuracy().verdict(), v1::VERDICT_PASS) << result.candidate().accuracy().reason();

@@ -6,6 +6,7 @@
 #include "common/inputs.h"
 #include "kernels/cpu/cpu_kernel_library.h"
 #include "kernels/mxfp4/quantize.h"
+#include "service/worker/child_results.h"
 #include "validation/abi_kernel.h"
 #include "validation/roofline.h"
 #include "validation/validation_case.h"
@@ -383,6 +384,11 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
     std::vector<v1::KernelRun*> sides;
     for (const PendingTiming& p : pending) sides.push_back(p.out);
     const TimingOptions& t = o.device_timing;
+    if (o.on_checked) {
+      v1::TaskResult checkpoint = result;
+      checkpoint.mutable_roofline()->set_note(kRooflineInterruptedNote);
+      o.on_checked(checkpoint);
+    }
     SettledClockWindow window(t.clocks, t.settle_max, t.clock_poll, t.no_clock_note);
     const Roofline r = MeasureRoofline(*dev.runtime, o.roofline);
     const ClockSummary clock = window.Finish();

@@ -6,6 +6,7 @@
 #ifndef MXVAL_SERVICE_WORKER_TASK_RUNNER_H_
 #define MXVAL_SERVICE_WORKER_TASK_RUNNER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,10 +53,17 @@ struct TaskRunnerOptions {
   TimingOptions device_timing;
   // After a task's device sides are timed, measure the device's roofline
   // (validation/roofline.h: copy bandwidth, bf16 GEMM rate) and give each
-  // timed device side its floor and roofline fraction. About 0.1-0.5 s per
-  // task on a GPU (cuBLAS's handle included); CPU-only tasks never measure.
+  // timed device side its floor and roofline fraction. The H200's device
+  // test takes 0.7 s for it, loading cuBLAS and making its handle included
+  // (BENCHMARKS.md); CPU-only tasks never measure.
   bool measure_roofline = true;
   RooflineOptions roofline;
+  // Called with the result as checked and timed, right before the roofline
+  // is measured (only when it will be), its roofline note set to
+  // kRooflineInterruptedNote (child_results.h). The task's child writes it
+  // out at once, so that a crash inside the roofline's cuBLAS does not
+  // take the task's checks with it.
+  std::function<void(const v1::TaskResult&)> on_checked;
 };
 
 // The result's DeviceRoofline from `r`, and each of `device_sides` (timed,

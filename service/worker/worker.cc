@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "service/worker/child_results.h"
 #include "service/worker/child_runner.h"
 
 namespace mxval {
@@ -194,16 +195,27 @@ void Worker::Executor(int slot) {
     v1::TaskResult result;
     bool infra = true;
     std::string detail;
+    std::vector<v1::TaskResult> written;
+    if (outcome.ok()) written = ParseChildResults(outcome->out);
     if (!outcome.ok()) {
       detail = std::string(outcome.status().message());
-    } else if (outcome->success && result.ParseFromString(outcome->out)) {
+    } else if (!written.empty()) {
+      // The last complete message. From a child that did not end cleanly it
+      // is the checkpoint written before the roofline: both sides checked
+      // and timed, the roofline not measured (its note says so, and how the
+      // child ended). The task is done, not an infrastructure failure.
       infra = false;
+      result = std::move(written.back());
+      if (!outcome->success) {
+        absl::StrAppend(result.mutable_roofline()->mutable_note(), " (", outcome->Describe(), ")");
+      }
     } else {
       detail = outcome->Describe();
       if (!outcome->stderr_tail.empty()) absl::StrAppend(&detail, "; stderr tail: ", outcome->stderr_tail);
     }
     if (options_.metrics) {
-      if (infra && (!outcome.ok() || outcome->signal != 0 || outcome->timed_out)) options_.metrics->ChildCrash();
+      const bool crashed = outcome.ok() && (outcome->signal != 0 || outcome->timed_out);
+      if ((infra && !outcome.ok()) || crashed) options_.metrics->ChildCrash();
       if (!infra) {
         options_.metrics->TaskResult(result);
         const bool pass = result.baseline().accuracy().verdict() == v1::VERDICT_PASS &&

@@ -1,11 +1,16 @@
 #include "common/digest.h"
 #include "service/worker/worker.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
 #include <set>
 #include <thread>
 
 #include "gtest/gtest.h"
 #include "service/coordinator/coordinator_service.h"
+#include "service/worker/child_results.h"
 
 namespace mxval::worker {
 namespace {
@@ -33,11 +38,14 @@ class WorkerTest : public ::testing::Test {
   void TearDown() override { server_->Shutdown(); }
   std::unique_ptr<coordinator::LibraryRegistry> libraries_;
 
-  std::unique_ptr<Worker> NewWorker(const std::string& id, int unhealthy_after = 100) {
+  std::unique_ptr<Worker> NewWorker(const std::string& id, int unhealthy_after = 100,
+                                    std::vector<std::string> child_argv = {}) {
     WorkerOptions o;
     o.coordinator = "127.0.0.1:" + std::to_string(port_);
     o.worker_id = id;
-    o.child_argv = {MXVAL_BIN, "__run-task", "--kernel-dir", MXVAL_PLUGIN_DIR, "--threads", "1"};
+    o.child_argv = child_argv.empty()
+                       ? std::vector<std::string>{MXVAL_BIN, "__run-task", "--kernel-dir", MXVAL_PLUGIN_DIR, "--threads", "1"}
+                       : child_argv;
     o.long_poll = absl::Milliseconds(300);
     o.task_timeout = absl::Seconds(60);
     o.unhealthy_after = unhealthy_after;
@@ -135,6 +143,50 @@ TEST_F(WorkerTest, RepeatedInfraFailuresMarkTheDeviceUnhealthy) {
   ASSERT_TRUE(coordinator_->ListWorkers(&ctx, nullptr, &lw).ok());
   ASSERT_EQ(lw.workers_size(), 1);
   EXPECT_FALSE(lw.workers(0).capabilities().devices(0).healthy());
+}
+
+// A task's child that wrote its checkpoint (both sides checked and timed,
+// the roofline not yet measured) and then died, as one would inside the
+// roofline's cuBLAS: the task is done with its checks and timings, not an
+// infrastructure failure, and the roofline note says what happened. The
+// child is a script replaying a checkpoint written here.
+TEST_F(WorkerTest, ChildDyingAfterItsCheckpointStillDeliversTheChecks) {
+  const std::string dir = ::testing::TempDir() + "/mxval_checkpoint_" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST, true);
+  v1::TaskResult cp;
+  for (v1::KernelRun* side : {cp.mutable_baseline(), cp.mutable_candidate()}) {
+    side->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+    side->mutable_timing()->set_median_us(12.5);
+  }
+  cp.mutable_roofline()->set_note(kRooflineInterruptedNote);
+  {
+    std::ofstream f(dir + "/checkpoint.bin", std::ios::binary);
+    ASSERT_TRUE(WriteChildResult(cp, f));
+    f << "\x07\x0a";  // the torn start of the next message: ignored
+  }
+  const std::string script = dir + "/child.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\ncat >/dev/null\ncat '" << dir << "/checkpoint.bin'\nkill -SEGV $$\n";
+  }
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  auto w = NewWorker("w1", 100, {"/bin/sh", script});
+  std::thread t([&] { EXPECT_TRUE(w->Run().ok()); });
+  const v1::Job job = WaitDone(Submit(false, 1));
+  w->Drain();
+  t.join();
+  ASSERT_EQ(job.results_size(), 2);
+  for (const v1::TaskResult& r : job.results()) {
+    ASSERT_EQ(r.attempts_size(), 1);
+    EXPECT_NE(r.attempts(0).failure(), v1::FAILURE_CLASS_INFRA);
+    EXPECT_EQ(r.baseline().accuracy().verdict(), v1::VERDICT_PASS);
+    EXPECT_EQ(r.candidate().timing().median_us(), 12.5);
+    EXPECT_NE(r.roofline().note().find(kRooflineInterruptedNote), std::string::npos) << r.roofline().note();
+    EXPECT_NE(r.roofline().note().find("signal 11"), std::string::npos) << r.roofline().note();
+  }
+  EXPECT_EQ(job.progress().tasks_failed(), 0);
+  EXPECT_EQ(w->tasks_completed(), 2);
+  EXPECT_EQ(w->infra_failures(), 0);
 }
 
 }  // namespace
