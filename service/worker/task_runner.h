@@ -53,9 +53,9 @@ struct TaskRunnerOptions {
   TimingOptions device_timing;
   // After a task's device sides are timed, measure the device's roofline
   // (validation/roofline.h: copy bandwidth, bf16 GEMM rate) and give each
-  // timed device side its floor and roofline fraction. The H200's device
-  // test takes 0.7 s for it, loading cuBLAS and making its handle included
-  // (BENCHMARKS.md); CPU-only tasks never measure.
+  // timed device side its floor and roofline fraction. About 0.1 s per
+  // task on the H200 (a 16-task job took 28.0 s with it, 26.5 s without;
+  // BENCHMARKS.md); CPU-only tasks never measure.
   bool measure_roofline = true;
   RooflineOptions roofline;
   // Called with the result as checked and timed, right before the roofline
