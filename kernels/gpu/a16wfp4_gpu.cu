@@ -2324,7 +2324,9 @@ __global__ void __launch_bounds__(RsThreads<WGS>(), MINB)
     // Dropped by default only on two-warpgroup configs holding K >= 512 with
     // 8+ tiles per CTA (GLM-5 V-up M >= 4096: 0.94-0.97 of the time with the
     // trigger here); everywhere else it cost 1.02-1.23 or was level
-    // (BENCHMARKS.md, thirty-first and thirty-second sessions).
+    // (BENCHMARKS.md, thirty-first and thirty-second sessions). Releasing
+    // 1 or 3 tiles before the last was level at K-up and 1.02-1.14 slower
+    // at DeepSeek-V3 V-up (thirty-third session): the last tile it is.
     if (pdl && ti == my_tiles - 1 && !((flags >> 18) & 1)) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #pragma unroll
     for (int q = 0; q < 3; ++q) MXVAL_WT_STAMP(16 + q, GlobalTimerNs(), tid == 0 && ti == (q + 1) * my_tiles / 4);
