@@ -370,7 +370,7 @@ int RunTaskChild(const std::vector<std::string>& args, std::ostream& out, std::o
   }
   // stdout: delimited TaskResults (service/worker/child_results.h), the
   // checkpoint before the roofline and then the whole result.
-  bool written = true;
+  bool written = worker::WriteChildResultsHeader(out);
   o.on_checked = [&](const v1::TaskResult& checkpoint) { written = worker::WriteChildResult(checkpoint, out) && written; };
   auto result = worker::RunTask(task, kernels, o);
   if (!result.ok()) return Fail(err, "__run-task", result.status());

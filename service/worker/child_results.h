@@ -1,7 +1,7 @@
-// What a task's child process (`mxval __run-task`) writes on stdout: one or
-// more TaskResult messages, each preceded by its length as a varint
-// (protobuf's delimited form), the last complete one being the task's
-// result. The child writes a first one as soon as both sides are checked and
+// What a task's child process (`mxval __run-task`) writes on stdout: a
+// header line (kChildResultsHeader), then one or more TaskResult messages,
+// each preceded by its length as a varint (protobuf's delimited form), the
+// last complete one being the task's result. The child writes a first one as soon as both sides are checked and
 // timed, before it measures the device's roofline (cuBLAS, loaded at run
 // time), and the whole result after. So a child that dies while measuring
 // the roofline still hands back a complete check: the worker reports it,
@@ -20,13 +20,22 @@
 namespace mxval {
 namespace worker {
 
+// The first bytes of the child's stdout, before any message: without them
+// (an older mxval as the child, whose stdout was one bare TaskResult, or any
+// other program) the output is not read as results at all, since bare
+// protobuf bytes can parse as a wrong delimited message.
+inline constexpr char kChildResultsHeader[] = "mxval-task-results-v1\n";
+
+// Writes kChildResultsHeader; false if the stream failed.
+bool WriteChildResultsHeader(std::ostream& out);
+
 // Appends `result` in the delimited form and flushes; false if the stream
 // failed.
 bool WriteChildResult(const v1::TaskResult& result, std::ostream& out);
 
-// The complete messages of `out`, in order. Stops at the first one that is
-// cut short or does not parse (a child killed while writing), so a torn
-// tail never yields a half message.
+// The complete messages of `out` after the header, in order; none without
+// the header. Stops at the first one that is cut short or does not parse (a
+// child killed while writing), so a torn tail never yields a half message.
 std::vector<v1::TaskResult> ParseChildResults(absl::string_view out);
 
 // The roofline note of the checkpoint (the first message): what the report

@@ -17,6 +17,7 @@ v1::TaskResult Result(const std::string& id, double median_us) {
 
 TEST(ChildResults, CheckpointThenWholeResultReadBackInOrder) {
   std::ostringstream out;
+  ASSERT_TRUE(WriteChildResultsHeader(out));
   v1::TaskResult checkpoint = Result("t1", 3.5);
   checkpoint.mutable_roofline()->set_note(kRooflineInterruptedNote);
   v1::TaskResult whole = Result("t1", 3.5);
@@ -36,6 +37,7 @@ TEST(ChildResults, CheckpointThenWholeResultReadBackInOrder) {
 // the torn one is never read as a (wrong) message, at any cut.
 TEST(ChildResults, TornTailIsDropped) {
   std::ostringstream out;
+  ASSERT_TRUE(WriteChildResultsHeader(out));
   ASSERT_TRUE(WriteChildResult(Result("t1", 1.0), out));
   const size_t first = out.str().size();
   ASSERT_TRUE(WriteChildResult(Result("t1", 2.0), out));
@@ -49,10 +51,22 @@ TEST(ChildResults, TornTailIsDropped) {
 }
 
 TEST(ChildResults, NothingOrGarbageGivesNoResult) {
+  const std::string h = kChildResultsHeader;
   EXPECT_TRUE(ParseChildResults("").empty());
-  EXPECT_TRUE(ParseChildResults(std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11)).empty());
+  EXPECT_TRUE(ParseChildResults(h).empty());
+  EXPECT_TRUE(ParseChildResults(h + std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11)).empty());
   // A length that runs past the end.
-  EXPECT_TRUE(ParseChildResults(std::string("\x40garbage", 8)).empty());
+  EXPECT_TRUE(ParseChildResults(h + std::string("\x40garbage", 8)).empty());
+}
+
+// A bare TaskResult (what an older mxval child wrote) can parse as a wrong
+// delimited message; without the header nothing is read from it.
+TEST(ChildResults, OutputWithoutTheHeaderIsNotRead) {
+  const std::string bare = Result("job-1-t0", 2.0).SerializeAsString();
+  EXPECT_TRUE(ParseChildResults(bare).empty());
+  std::ostringstream delimited;
+  ASSERT_TRUE(WriteChildResult(Result("t1", 1.0), delimited));
+  EXPECT_TRUE(ParseChildResults(delimited.str()).empty());
 }
 
 }  // namespace

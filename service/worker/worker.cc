@@ -211,6 +211,11 @@ void Worker::Executor(int slot) {
       }
     } else {
       detail = outcome->Describe();
+      if (outcome->success) {
+        absl::StrAppend(&detail, ", but no task result on stdout (", outcome->out.size(),
+                        " bytes; expected the header \"mxval-task-results-v1\" and delimited TaskResults: is the "
+                        "child an older mxval?)");
+      }
       if (!outcome->stderr_tail.empty()) absl::StrAppend(&detail, "; stderr tail: ", outcome->stderr_tail);
     }
     if (options_.metrics) {

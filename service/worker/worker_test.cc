@@ -161,6 +161,7 @@ TEST_F(WorkerTest, ChildDyingAfterItsCheckpointStillDeliversTheChecks) {
   cp.mutable_roofline()->set_note(kRooflineInterruptedNote);
   {
     std::ofstream f(dir + "/checkpoint.bin", std::ios::binary);
+    ASSERT_TRUE(WriteChildResultsHeader(f));
     ASSERT_TRUE(WriteChildResult(cp, f));
     f << "\x07\x0a";  // the torn start of the next message: ignored
   }
@@ -187,6 +188,35 @@ TEST_F(WorkerTest, ChildDyingAfterItsCheckpointStillDeliversTheChecks) {
   EXPECT_EQ(job.progress().tasks_failed(), 0);
   EXPECT_EQ(w->tasks_completed(), 2);
   EXPECT_EQ(w->infra_failures(), 0);
+}
+
+// A child that exits 0 without the results header (an older mxval, or
+// another program): an infrastructure failure that says so, not a result
+// read from bytes in another format.
+TEST_F(WorkerTest, ChildOutputWithoutTheHeaderIsInfra) {
+  const std::string dir = ::testing::TempDir() + "/mxval_noheader_" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST, true);
+  const std::string script = dir + "/child.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\ncat >/dev/null\nprintf '\\n\\010job-1-t0'\n";
+  }
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  auto w = NewWorker("w1", 100, {"/bin/sh", script});
+  std::thread t([&] { EXPECT_TRUE(w->Run().ok()); });
+  const v1::Job job = WaitDone(Submit(false, 1));
+  w->Drain();
+  t.join();
+  ASSERT_EQ(job.results_size(), 2);
+  for (const v1::TaskResult& r : job.results()) {
+    ASSERT_GE(r.attempts_size(), 1);
+    for (const v1::Attempt& a : r.attempts()) {
+      EXPECT_EQ(a.failure(), v1::FAILURE_CLASS_INFRA);
+      EXPECT_NE(a.failure_detail().find("exit code 0, but no task result on stdout (10 bytes"), std::string::npos)
+          << a.failure_detail();
+    }
+  }
+  EXPECT_EQ(w->tasks_completed(), 0);
 }
 
 }  // namespace
