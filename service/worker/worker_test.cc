@@ -82,6 +82,30 @@ class WorkerTest : public ::testing::Test {
     return *coordinator_->BuildJob(job_id, true);
   }
 
+  // A scratch directory for this test and a child script in it running
+  // `body` after reading its stdin (the TaskSpec).
+  std::string ScratchDir(const std::string& name) {
+    const std::string dir = ::testing::TempDir() + "/mxval_" + name + "_" + std::to_string(getpid());
+    EXPECT_TRUE(mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) << dir;
+    return dir;
+  }
+  std::string ScriptChild(const std::string& dir, const std::string& body) {
+    const std::string script = dir + "/child.sh";
+    std::ofstream(script) << "#!/bin/sh\ncat >/dev/null\n" << body;
+    EXPECT_EQ(chmod(script.c_str(), 0755), 0);
+    return script;
+  }
+  // Runs a one-M job on one worker whose child is `script`; the job and
+  // the (drained) worker.
+  std::pair<v1::Job, std::unique_ptr<Worker>> RunWithChild(const std::string& script) {
+    std::unique_ptr<Worker> w = NewWorker("w1", 100, {"/bin/sh", script});
+    std::thread t([&] { EXPECT_TRUE(w->Run().ok()); });
+    v1::Job job = WaitDone(Submit(false, 1));
+    w->Drain();
+    t.join();
+    return {std::move(job), std::move(w)};
+  }
+
   Scheduler scheduler_{RealClock::Get(), coordinator::WithFailurePredicate(coordinator::MakeSchedulerOptions(absl::Seconds(30), 3, 10000))};
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<grpc::Server> server_;
@@ -151,8 +175,7 @@ TEST_F(WorkerTest, RepeatedInfraFailuresMarkTheDeviceUnhealthy) {
 // infrastructure failure, and the roofline note says what happened. The
 // child is a script replaying a checkpoint written here.
 TEST_F(WorkerTest, ChildDyingAfterItsCheckpointStillDeliversTheChecks) {
-  const std::string dir = ::testing::TempDir() + "/mxval_checkpoint_" + std::to_string(getpid());
-  ASSERT_EQ(mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST, true);
+  const std::string dir = ScratchDir("checkpoint");
   v1::TaskResult cp;
   for (v1::KernelRun* side : {cp.mutable_baseline(), cp.mutable_candidate()}) {
     side->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
@@ -165,17 +188,7 @@ TEST_F(WorkerTest, ChildDyingAfterItsCheckpointStillDeliversTheChecks) {
     ASSERT_TRUE(WriteChildResult(cp, f));
     f << "\x07\x0a";  // the torn start of the next message: ignored
   }
-  const std::string script = dir + "/child.sh";
-  {
-    std::ofstream f(script);
-    f << "#!/bin/sh\ncat >/dev/null\ncat '" << dir << "/checkpoint.bin'\nkill -SEGV $$\n";
-  }
-  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
-  auto w = NewWorker("w1", 100, {"/bin/sh", script});
-  std::thread t([&] { EXPECT_TRUE(w->Run().ok()); });
-  const v1::Job job = WaitDone(Submit(false, 1));
-  w->Drain();
-  t.join();
+  const auto [job, w] = RunWithChild(ScriptChild(dir, "cat '" + dir + "/checkpoint.bin'\nkill -SEGV $$\n"));
   ASSERT_EQ(job.results_size(), 2);
   for (const v1::TaskResult& r : job.results()) {
     ASSERT_EQ(r.attempts_size(), 1);
@@ -194,19 +207,7 @@ TEST_F(WorkerTest, ChildDyingAfterItsCheckpointStillDeliversTheChecks) {
 // another program): an infrastructure failure that says so, not a result
 // read from bytes in another format.
 TEST_F(WorkerTest, ChildOutputWithoutTheHeaderIsInfra) {
-  const std::string dir = ::testing::TempDir() + "/mxval_noheader_" + std::to_string(getpid());
-  ASSERT_EQ(mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST, true);
-  const std::string script = dir + "/child.sh";
-  {
-    std::ofstream f(script);
-    f << "#!/bin/sh\ncat >/dev/null\nprintf '\\n\\010job-1-t0'\n";
-  }
-  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
-  auto w = NewWorker("w1", 100, {"/bin/sh", script});
-  std::thread t([&] { EXPECT_TRUE(w->Run().ok()); });
-  const v1::Job job = WaitDone(Submit(false, 1));
-  w->Drain();
-  t.join();
+  const auto [job, w] = RunWithChild(ScriptChild(ScratchDir("noheader"), "printf '\\n\\010job-1-t0'\n"));
   ASSERT_EQ(job.results_size(), 2);
   for (const v1::TaskResult& r : job.results()) {
     ASSERT_GE(r.attempts_size(), 1);
