@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/inputs.h"
+#include "common/stats.h"
 #include "kernels/cpu/cpu_kernel_library.h"
 #include "kernels/mxfp4/quantize.h"
 #include "service/worker/child_results.h"
@@ -49,11 +50,6 @@ void FillAccuracy(const reference::AccuracyReport& a, v1::Accuracy* out) {
     p->set_got(e.got);
     p->set_want(e.want);
   }
-}
-
-double Pct(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * (v.size() - 1) + 0.5)];
 }
 
 TileConfig FromProto(const v1::TileConfig& c) {
@@ -231,9 +227,9 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
     auto r = CheckKernel(data, HostAbiKernel(*kernel, tile), co, &reference);
     if (!r.ok()) return SetError(out, r.status().message());
     FillAccuracy(r->accuracy, out->mutable_accuracy());
-    t->set_median_us(Pct(r->kernel_times, 0.5) * 1e6);
-    t->set_p10_us(Pct(r->kernel_times, 0.1) * 1e6);
-    t->set_p90_us(Pct(r->kernel_times, 0.9) * 1e6);
+    t->set_median_us(Percentile(r->kernel_times, 0.5) * 1e6);
+    t->set_p10_us(Percentile(r->kernel_times, 0.1) * 1e6);
+    t->set_p90_us(Percentile(r->kernel_times, 0.9) * 1e6);
     FillRates(data, t);
   } else {
     if (dev.runtime == nullptr || dev.runtime->kernel_device() != kdev) {

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "service/worker/child_results.h"
 #include "service/worker/child_runner.h"
@@ -212,9 +213,9 @@ void Worker::Executor(int slot) {
     } else {
       detail = outcome->Describe();
       if (outcome->success) {
-        absl::StrAppend(&detail, ", but no task result on stdout (", outcome->out.size(),
-                        " bytes; expected the header \"mxval-task-results-v1\" and delimited TaskResults: is the "
-                        "child an older mxval?)");
+        absl::StrAppend(&detail, ", but no task result on stdout (", outcome->out.size(), " bytes; expected the header \"",
+                        absl::StripSuffix(kChildResultsHeader, "\n"),
+                        "\" and delimited TaskResults: is the child an older mxval?)");
       }
       if (!outcome->stderr_tail.empty()) absl::StrAppend(&detail, "; stderr tail: ", outcome->stderr_tail);
     }
