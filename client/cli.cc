@@ -323,7 +323,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 int RunTaskChild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string kernel_dir, runtime_kind;
   int64_t threads = 0, device = 0;
-  FlagSet f("__run-task", "Internal: runs one task for the worker daemon (TaskSpec on stdin; delimited TaskResults on stdout, the last one the whole result).");
+  FlagSet f("__run-task", "Internal: runs one task for the worker daemon (TaskSpec on stdin; on stdout the header line mxval-task-results-v1, then delimited TaskResults, the last one the whole result).");
   f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries (lib<name>.so)");
   f.Int("threads", &threads, "threads (0 = all)");
   f.String("runtime", &runtime_kind, "device runtime for GPU kernels: cuda or hip (empty: CPU only)");

@@ -9,8 +9,12 @@
 # GPU_TEST_FILTER (optional) is passed to gpu_kernel_test as --gtest_filter:
 # the whole suite takes longer than one 600 s device call, e.g. run
 # '*Decode*:*Prmt*' in one call and '-*Decode*:*Prmt*' in the next.
+# PACK=1 (optional): at the end, everything under $OUT goes into one file,
+# $OUT/gpu_check_<what>.tgz, and the loose files are removed. The lent
+# device returns at most 8 files from $OUT, and `all` writes at least 9
+# (a table run's JSON and log were lost that way on 2026-12-05).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 OUT="${OUT:-/tmp/mxval-gpu}"
 mkdir -p "$OUT"
 what="${1:-all}"
@@ -32,4 +36,14 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   PYTHONUNBUFFERED=1 python3 bench/gpu_bench.py --lib "$MXVAL_CUDA_LIBRARY" --out "$OUT/gpu_bench.json" 2>&1 | tee "$OUT/gpu_bench.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
-exit $rc
+if [ "${PACK:-0}" = 1 ]; then
+  pack="gpu_check_${what}.tgz"
+  if (cd "$OUT" && find . -type f ! -name "$pack" -printf '%P\n' | sort | tar czf "$pack" -T - &&
+      find . -type f ! -name "$pack" -delete); then
+    echo "packed into $OUT/$pack: $(tar tzf "$OUT/$pack" | wc -l) files"
+  else
+    echo "PACK=1: packing $OUT failed; the loose files are kept"
+    rc=1
+  fi
+fi
+exit "$rc"
