@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Unit test of kernels/gpu/spill_check.py on a synthetic ptxas report: a
+clean report passes; a bf16 instance that spills, a missing instance, an
+allowed spill that grew, an unknown kernel and a report with no function
+lines fail; mxfp4-even spills are reported, not failed; names whose
+namespace hash ends in digits and negative template arguments parse."""
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stderr, redirect_stdout
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import spill_check as sc  # noqa: E402
+
+NS = "_ZN5mxval3gpu47_GLOBAL__N__f3aeaad8_14_a16wfp4_gpu_cu_5e7c2ef3"  # hash ends in a digit
+
+
+def mangled(name, args, params="EEvNS0_10GemmParamsE"):
+    enc = "".join(f"Lb{int(a)}E" if isinstance(a, bool) else (f"Lin{-a}E" if a < 0 else f"Li{a}E") for a in args)
+    return f"{NS}{len(name)}{name}I{enc}{params}"
+
+
+def report(funcs):
+    """ptxas -v lines for {mangled: (registers, stack, spill stores, spill loads)}."""
+    out = ["ptxas info    : 0 bytes gmem"]
+    for m, (regs, stack, sst, sld) in funcs.items():
+        out += [f"ptxas info    : Compiling entry function '{m}' for 'sm_90a'",
+                f"ptxas info    : Function properties for {m}",
+                f"    {stack} bytes stack frame, {sst} bytes spill stores, {sld} bytes spill loads",
+                f"ptxas info    : Used {regs} registers, used 1 barriers",
+                "ptxas info    : Compile time = 1.0 ms"]
+    return "\n".join(out) + "\n"
+
+
+RS = (64, 1, 512, 1, 10)  # BM, WGS, K, KS, STAGES
+TABLE = {
+    "arch": "sm_90a", "kernel": "a16wfp4_tc",
+    "ops": {
+        "vup": {"N=128,K=512": {
+            "M_LEQ_16": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 64, "NUM_KSPLIT": 1,
+                         "num_stages": 1, "num_warps": 8, "kernel": "a16wfp4_decode"},
+            "any": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "NUM_KSPLIT": 1,
+                    "num_stages": 10, "num_warps": 5, "kernel": "a16wfp4_wgmma_rs"}}},
+        "custom": {"default": {
+            "any": {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "NUM_KSPLIT": 1,
+                    "num_stages": 3, "num_warps": 4}}},
+    },
+}
+
+
+def clean_funcs():
+    return {
+        mangled("A16wfp4WgmmaRsKernel", [*RS, False, 1, 32], "EEv14CUtensorMap_stS3_NS0_10GemmParamsEiii"):
+            (186, 0, 0, 0),
+        mangled("A16wfp4WgmmaRsKernel", [*RS, True, 1, 32], "EEv14CUtensorMap_stS3_NS0_10GemmParamsEiii"):
+            (255, 64, 360, 384),  # mxfp4-even: reported only
+        mangled("A16wfp4DecodeKernel", [2, 4, 1, 512]): (78, 0, 0, 0),
+        mangled("A16wfp4TcKernel", [32, 64, 64, 1, 4, 3]): (96, 8, 4, 8),  # in ALLOWED
+        mangled("A16wfp4TcKernel", [32, 64, 64, 2, 2, 3]): (96, 0, 0, 0),  # another warp split, same count
+        mangled("DequantSelfTestKernel", [], "EPji"): (26, 0, 0, 0),
+    }
+
+
+def run_main(table, text):
+    with tempfile.TemporaryDirectory() as d:
+        tp, lp = os.path.join(d, "t.json"), os.path.join(d, "p.log")
+        with open(tp, "w") as f:
+            json.dump(table, f)
+        with open(lp, "w") as f:
+            f.write(text)
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            rc = sc.main(["--table", tp, "--log", lp])
+        return rc, out.getvalue(), err.getvalue()
+
+
+class SpillCheckTest(unittest.TestCase):
+    def test_clean_report_passes_and_lists_each_instance(self):
+        rc, out, err = run_main(TABLE, report(clean_funcs()))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| A16wfp4WgmmaRsKernel<64, 1, 512, 1, 10, false, 1, 32> | 186 | 0 | 0 | checked |", out)
+        self.assertIn("| A16wfp4WgmmaRsKernel<64, 1, 512, 1, 10, true, 1, 32> | 255 | 360 | 384 | reported only", out)
+        self.assertIn("| A16wfp4DecodeKernel<2, 4, 1, 512> | 78 | 0 | 0 | checked |", out)
+        self.assertIn("A16wfp4TcKernel<32, 64, 64, 1, 4, 3> | 96 | 4 | 8 | checked: at most 4 / 8", out)
+        self.assertIn("A16wfp4TcKernel<32, 64, 64, 2, 2, 3> | 96 | 0 | 0 | checked |", out)
+        self.assertIn("5 instances named by", out)
+
+    def test_bf16_spill_fails_naming_the_bucket(self):
+        f = clean_funcs()
+        key = next(k for k in f if "Lb0E" in k)
+        f[key] = (255, 16, 12, 12)
+        rc, _, err = run_main(TABLE, report(f))
+        self.assertEqual(rc, 1)
+        self.assertIn("vup N=128,K=512 any (a16wfp4_wgmma_rs): A16wfp4WgmmaRsKernel<64, 1, 512, 1, 10, false, 1, 32> "
+                      "spills (12 bytes stored, 12 loaded; allowed 0 / 0)", err)
+
+    def test_missing_instance_fails(self):
+        f = {k: v for k, v in clean_funcs().items() if "DecodeKernel" not in k}
+        rc, _, err = run_main(TABLE, report(f))
+        self.assertEqual(rc, 1)
+        self.assertIn("vup N=128,K=512 M_LEQ_16 (a16wfp4_decode): no instance A16wfp4DecodeKernel<2, 4, 1, 512>", err)
+
+    def test_allowed_spill_that_grew_fails(self):
+        f = clean_funcs()
+        f[mangled("A16wfp4TcKernel", [32, 64, 64, 1, 4, 3])] = (96, 8, 8, 8)
+        rc, _, err = run_main(TABLE, report(f))
+        self.assertEqual(rc, 1)
+        self.assertIn("A16wfp4TcKernel<32, 64, 64, 1, 4, 3> spills (8 bytes stored, 8 loaded; allowed 4 / 8)", err)
+
+    def test_unknown_kernel_fails(self):
+        t = json.loads(json.dumps(TABLE))
+        t["ops"]["vup"]["N=128,K=512"]["any"]["kernel"] = "a16wfp4_new"
+        rc, _, err = run_main(t, report(clean_funcs()))
+        self.assertEqual(rc, 1)
+        self.assertIn("unknown kernel 'a16wfp4_new'", err)
+
+    def test_report_without_function_lines_is_an_error(self):
+        rc, _, err = run_main(TABLE, "nvcc warning : something else\n")
+        self.assertEqual(rc, 2)
+        self.assertIn("holds no ptxas function report", err)
+
+    def test_demangle(self):
+        self.assertEqual(sc.demangle_kernel(mangled("A16wfp4DecodeKernel", [2, -4, 1, 512])),
+                         ("A16wfp4DecodeKernel", [2, -4, 1, 512]))
+        self.assertEqual(sc.demangle_kernel(mangled("A16wfp4WgmmaRsKernel", [64, True, False])),
+                         ("A16wfp4WgmmaRsKernel", [64, True, False]))
+        self.assertIsNone(sc.demangle_kernel(mangled("DequantSelfTestKernel", [], "EPji")))
+        self.assertIsNone(sc.demangle_kernel(NS + "15A16wfp4TcKernelILi32EXtruncated"))
+
+
+if __name__ == "__main__":
+    unittest.main()
