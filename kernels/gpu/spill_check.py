@@ -13,7 +13,9 @@ For each bucket of the table (kernels/configs/sm_90a.json), the bucket's
 kernel and config are mapped to the template instance that runs it (the same
 mapping as the entry tables in a16wfp4_gpu.cu: MXVAL_RS_ENTRY,
 MXVAL_DECODE_E, MXVAL_TC_ENTRY, ...). It fails (exit 1) if an instance is
-missing from the report or if its bf16 variant spills. The mxfp4-even
+missing from the report, if its bf16 variant spills, or if ptxas gave a
+performance advisory for it (such as "(C7510) Potential Performance Loss:
+wgmma.mma_async instructions are serialized ..."). The mxfp4-even
 variants of a16wfp4_wgmma_rs are reported, not checked: several of them
 spill as shipped (BENCHMARKS.md), and the benchmarks time bf16.
 
@@ -41,6 +43,9 @@ _ENTRY = re.compile(r"^ptxas info\s*: Compiling entry function '([^']+)'")
 _PROPS = re.compile(r"^ptxas info\s*: Function properties for (\S+)")
 _STACK = re.compile(r"^\s*(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _REGS = re.compile(r"^ptxas info\s*: Used (\d+) registers")
+# ptxas's performance advisories, e.g. "(C7510) Potential Performance Loss:
+# wgmma.mma_async instructions are serialized due to ... in the function '...'".
+_ADVICE = re.compile(r"^ptxas (?:info|warning)\s*: (\(C\d+\) .*?)(?: in the function '([^']+)')?\s*$")
 
 
 def parse_log(text):
@@ -48,6 +53,12 @@ def parse_log(text):
     from ptxas -v output (entry functions only)."""
     funcs, current, props_of = {}, None, None
     for line in text.splitlines():
+        m = _ADVICE.match(line)
+        if m:
+            name = m.group(2) or current
+            if name is not None:
+                funcs.setdefault(name, {}).setdefault("advisories", []).append(m.group(1))
+            continue
         m = _ENTRY.match(line)
         if m:
             current = m.group(1)
@@ -180,6 +191,11 @@ def check(table, funcs):
                                 f"{props['spill_loads']} loaded; allowed {allowed[0]} / {allowed[1]})")
                         elif allowed != (0, 0) and not mx:
                             how = f"checked: at most {allowed[0]} / {allowed[1]} bytes allowed (ALLOWED)"
+                        for advice in props.get("advisories", []):
+                            if mx:
+                                how += f"; {advice}"
+                            else:
+                                failures.append(f"{where}: {inst}: ptxas: {advice}")
                         rows.append((where, inst, props.get("registers"), props.get("spill_stores"),
                                      props.get("spill_loads"), how))
     return rows, failures

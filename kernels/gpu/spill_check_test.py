@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Unit test of kernels/gpu/spill_check.py on a synthetic ptxas report: a
 clean report passes; a bf16 instance that spills, a missing instance, an
-allowed spill that grew, an unknown kernel and a report with no function
-lines fail; mxfp4-even spills are reported, not failed; names whose
+allowed spill that grew, a ptxas performance advisory (wgmma serialized),
+an unknown kernel and a report with no function lines fail; mxfp4-even
+spills and advisories are reported, not failed; names whose
 namespace hash ends in digits and negative template arguments parse."""
 import io
 import json
@@ -109,6 +110,21 @@ class SpillCheckTest(unittest.TestCase):
         rc, _, err = run_main(TABLE, report(f))
         self.assertEqual(rc, 1)
         self.assertIn("A16wfp4TcKernel<32, 64, 64, 1, 4, 3> spills (8 bytes stored, 8 loaded; allowed 4 / 8)", err)
+
+    def test_performance_advisory_fails_for_bf16_and_is_listed_for_mxfp4_even(self):
+        f = clean_funcs()
+        bf16 = next(k for k in f if "Lb0E" in k)
+        mx = next(k for k in f if "Lb1E" in k)
+        text = report(f) + "".join(
+            f"ptxas info    : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized "
+            f"due to wgmma pipeline crossing function boundary at a function call in the function '{k}'\n"
+            for k in (bf16, mx))
+        rc, out, err = run_main(TABLE, text)
+        self.assertEqual(rc, 1)
+        self.assertIn("vup N=128,K=512 any (a16wfp4_wgmma_rs): A16wfp4WgmmaRsKernel<64, 1, 512, 1, 10, false, 1, 32>: "
+                      "ptxas: (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized", err)
+        self.assertNotIn("true, 1, 32>: ptxas", err)
+        self.assertIn("reported only (mxfp4-even); (C7510) Potential Performance Loss", out)
 
     def test_unknown_kernel_fails(self):
         t = json.loads(json.dumps(TABLE))
