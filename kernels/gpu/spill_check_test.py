@@ -126,6 +126,14 @@ class SpillCheckTest(unittest.TestCase):
         self.assertNotIn("true, 1, 32>: ptxas", err)
         self.assertIn("reported only (mxfp4-even); (C7510) Potential Performance Loss", out)
 
+    def test_config_field_the_kernel_fixes_fails(self):
+        t = json.loads(json.dumps(TABLE))
+        t["ops"]["vup"]["N=128,K=512"]["M_LEQ_16"]["num_stages"] = 2
+        rc, _, err = run_main(t, report(clean_funcs()))
+        self.assertEqual(rc, 1)
+        self.assertIn("M_LEQ_16 (a16wfp4_decode): a16wfp4_decode is compiled for num_stages = 1 only, the bucket has 2",
+                      err)
+
     def test_unknown_kernel_fails(self):
         t = json.loads(json.dumps(TABLE))
         t["ops"]["vup"]["N=128,K=512"]["any"]["kernel"] = "a16wfp4_new"
