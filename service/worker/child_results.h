@@ -1,9 +1,9 @@
 // What a task's child process (`mxval __run-task`) writes on stdout: a
 // header line (kChildResultsHeader), then one or more TaskResult messages,
 // each preceded by its length as a varint (protobuf's delimited form), the
-// last complete one being the task's result. The child writes a first one as soon as both sides are checked and
-// timed, before it measures the device's roofline (cuBLAS, loaded at run
-// time), and the whole result after. So a child that dies while measuring
+// last complete one being the task's result. The child writes a first one
+// as soon as both sides are checked and timed, before it measures the
+// device's roofline (cuBLAS, loaded at run time), and the whole result after. So a child that dies while measuring
 // the roofline still hands back a complete check: the worker reports it,
 // with a note that the roofline was not measured, instead of turning a
 // checked task into an infrastructure failure.
