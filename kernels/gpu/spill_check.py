@@ -120,12 +120,17 @@ def expected_instances(kernel, cfg, K):
         if cfg[field] != value:
             raise ValueError(f"{kernel} is compiled for {field} = {value} only, the bucket has {cfg[field]}")
     if kernel == "a16wfp4_wgmma_rs":  # <BM, WGS, K / KS, KS, STAGES, MX, MINB, ROWS>
+        if w not in (5, 12):
+            raise ValueError(f"{kernel} is compiled for num_warps 5 or 12 only, the bucket has {w}")
         wgs = 1 if w == 5 else 2
         rows = 32 if bn == 32 else 64
         kk = ANY if K is ANY else K // ks
         return [("A16wfp4WgmmaRsKernel", [bm, wgs, kk, ks, st, mx, ANY, rows], None) for mx in (False, True)]
     if kernel == "a16wfp4_decode":  # <WN, KW, MT, K>: BN = 8 WN, warps = WN KW, BM = 16 MT
         wn = bn // 8
+        if bn % 8 or wn == 0 or w % wn:
+            raise ValueError(f"{kernel} needs BLOCK_SIZE_N a multiple of 8 and num_warps a multiple of "
+                             f"BLOCK_SIZE_N / 8, the bucket has {bn} / {w}")
         return [("A16wfp4DecodeKernel", [wn, w // wn, bm // 16, K], None)]
     if kernel in ("a16wfp4_tc", "a16wfp4_tc_panel"):  # <BM, BN, BK, WARPS_M, WARPS_N, STAGES>
         name = "A16wfp4TcKernel" if kernel == "a16wfp4_tc" else "A16wfp4PanelKernel"
@@ -177,6 +182,9 @@ def check(table, funcs):
                 where = f"{op} {shape_key} {bucket} ({kernel})"
                 try:
                     wants = expected_instances(kernel, cfg, K)
+                except KeyError as e:
+                    failures.append(f"{where}: the bucket has no {e}")
+                    continue
                 except ValueError as e:
                     failures.append(f"{where}: {e}")
                     continue
@@ -227,6 +235,9 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     rows, failures = check(table, funcs)
+    if not rows and not failures:
+        print(f"spill_check: {a.table} names no kernel (no 'ops' buckets)", file=sys.stderr)
+        return 2
     seen = set()
     print("| instance | registers | spill stores | spill loads | |")
     print("|---|---:|---:|---:|---|")

@@ -134,12 +134,31 @@ class SpillCheckTest(unittest.TestCase):
         self.assertIn("M_LEQ_16 (a16wfp4_decode): a16wfp4_decode is compiled for num_stages = 1 only, the bucket has 2",
                       err)
 
+    def test_warp_count_no_instance_can_have_fails(self):
+        t = json.loads(json.dumps(TABLE))
+        t["ops"]["vup"]["N=128,K=512"]["any"]["num_warps"] = 9
+        t["ops"]["vup"]["N=128,K=512"]["M_LEQ_16"]["num_warps"] = 3
+        rc, _, err = run_main(t, report(clean_funcs()))
+        self.assertEqual(rc, 1)
+        self.assertIn("any (a16wfp4_wgmma_rs): a16wfp4_wgmma_rs is compiled for num_warps 5 or 12 only", err)
+        self.assertIn("M_LEQ_16 (a16wfp4_decode): a16wfp4_decode needs BLOCK_SIZE_N a multiple of 8", err)
+
     def test_unknown_kernel_fails(self):
         t = json.loads(json.dumps(TABLE))
         t["ops"]["vup"]["N=128,K=512"]["any"]["kernel"] = "a16wfp4_new"
         rc, _, err = run_main(t, report(clean_funcs()))
         self.assertEqual(rc, 1)
         self.assertIn("unknown kernel 'a16wfp4_new'", err)
+
+    def test_bucket_without_a_field_and_table_without_buckets(self):
+        t = json.loads(json.dumps(TABLE))
+        del t["ops"]["vup"]["N=128,K=512"]["any"]["num_stages"]
+        rc, _, err = run_main(t, report(clean_funcs()))
+        self.assertEqual(rc, 1)
+        self.assertIn("any (a16wfp4_wgmma_rs): the bucket has no 'num_stages'", err)
+        rc, _, err = run_main({"arch": "sm_90a"}, report(clean_funcs()))
+        self.assertEqual(rc, 2)
+        self.assertIn("names no kernel", err)
 
     def test_report_without_function_lines_is_an_error(self):
         rc, _, err = run_main(TABLE, "nvcc warning : something else\n")
