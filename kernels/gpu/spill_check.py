@@ -19,7 +19,15 @@ wgmma.mma_async instructions are serialized ..."). The mxfp4-even
 variants of a16wfp4_wgmma_rs are reported, not checked: several of them
 spill as shipped (BENCHMARKS.md), and the benchmarks time bf16.
 
+The AMD tables get the same check from the HIP build's device assembly
+(--amdgpu-asm: the AMDGPU metadata's .vgpr_spill_count and
+.sgpr_spill_count per kernel). Debian's hipcc has no gfx942 or gfx950
+target, so gfx940's assembly (the MI300 family's earlier ISA, the same
+register file) stands in for both: a compile-time check on a stand-in, not
+a statement about code built for those chips.
+
 Usage: spill_check.py --table kernels/configs/sm_90a.json --log build/ptxas/a16wfp4_gpu.cu.log
+       spill_check.py --table kernels/configs/gfx942.json --amdgpu-asm build/hip/a16wfp4_gpu.gfx940.s
 """
 import argparse
 import json
@@ -78,6 +86,44 @@ def parse_log(text):
         if m and current is not None:
             funcs[current]["registers"] = int(m.group(1))
             current = None
+    return funcs
+
+
+_AMD_KEY = re.compile(r"^  (?:- |  )\.([a-z_]+):\s*(\S*)\s*$")
+
+
+def parse_amdgpu_asm(text):
+    """The same shape as parse_log from an AMDGPU assembly file's
+    amdhsa.kernels metadata: "spill_stores" / "spill_loads" hold the
+    spilled VGPR / SGPR counts (registers, not bytes), "registers" the
+    VGPR + AGPR + SGPR counts, "stack" the private segment (scratch) bytes."""
+    funcs, entry, inside = {}, None, False
+
+    def flush(e):
+        if e and "name" in e:
+            funcs[e["name"]] = {
+                "registers": f"{e.get('vgpr_count', '?')} v + {e.get('agpr_count', '?')} a + "
+                             f"{e.get('sgpr_count', '?')} s",
+                "spill_stores": int(e["vgpr_spill_count"]), "spill_loads": int(e["sgpr_spill_count"]),
+                "stack": int(e.get("private_segment_fixed_size", 0))}
+
+    for line in text.splitlines():
+        if line.startswith("amdhsa.kernels:"):
+            inside = True
+            continue
+        if not inside:
+            continue
+        if line and not line.startswith(" "):  # the next top-level key ends the list
+            break
+        m = _AMD_KEY.match(line)
+        if not m:
+            continue
+        if line.startswith("  - "):
+            flush(entry)
+            entry = {}
+        if entry is not None:
+            entry[m.group(1)] = m.group(2)
+    flush(entry)
     return funcs
 
 
@@ -164,9 +210,17 @@ def _shape_k(shape_key):
     return int(m.group(1)) if m else ANY
 
 
-def check(table, funcs):
+# How each report's two spill figures read: (table columns, failure text).
+NVIDIA_UNITS = (("spill stores (bytes)", "spill loads (bytes)"), ("bytes stored", "loaded"))
+AMD_UNITS = (("VGPRs spilled", "SGPRs spilled"), ("VGPRs spilled", "SGPRs spilled"))
+
+
+def check(table, funcs, units=NVIDIA_UNITS, allowed_spills=None):
     """(rows, failures): one row per (bucket, instance) for the report, and
-    the reasons the check fails."""
+    the reasons the check fails. allowed_spills: ALLOWED for the ptxas
+    report (the default), {} for the AMD one."""
+    allowed_spills = ALLOWED if allowed_spills is None else allowed_spills
+    units = units[1]
     instances = {}
     for mangled, props in funcs.items():
         d = demangle_kernel(mangled)
@@ -197,16 +251,16 @@ def check(table, funcs):
                     for args, props in found:
                         mx = _is_mx(name, args)
                         inst = f"{name}<{', '.join(str(a).lower() for a in args)}>"
-                        allowed = ALLOWED.get((name, tuple(args)), (0, 0))
+                        allowed = allowed_spills.get((name, tuple(args)), (0, 0))
                         how = "reported only (mxfp4-even)" if mx else "checked"
                         if "spill_stores" not in props:
                             failures.append(f"{where}: {inst}: the report has no spill line")
                         elif not mx and (props["spill_stores"] > allowed[0] or props["spill_loads"] > allowed[1]):
                             failures.append(
-                                f"{where}: {inst} spills ({props['spill_stores']} bytes stored, "
-                                f"{props['spill_loads']} loaded; allowed {allowed[0]} / {allowed[1]})")
+                                f"{where}: {inst} spills ({props['spill_stores']} {units[0]}, "
+                                f"{props['spill_loads']} {units[1]}; allowed {allowed[0]} / {allowed[1]})")
                         elif allowed != (0, 0) and not mx:
-                            how = f"checked: at most {allowed[0]} / {allowed[1]} bytes allowed (ALLOWED)"
+                            how = f"checked: at most {allowed[0]} / {allowed[1]} allowed (ALLOWED)"
                         for advice in props.get("advisories", []):
                             if mx:
                                 how += f"; {advice}"
@@ -220,26 +274,31 @@ def check(table, funcs):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--table", required=True, help="dispatch table JSON (kernels/configs/sm_90a.json)")
-    ap.add_argument("--log", required=True, help="ptxas resource report (build/ptxas/a16wfp4_gpu.cu.log)")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--log", help="ptxas resource report (build/ptxas/a16wfp4_gpu.cu.log)")
+    src.add_argument("--amdgpu-asm", help="HIP device assembly (build/hip/a16wfp4_gpu.gfx940.s)")
     a = ap.parse_args(argv)
+    path = a.log or a.amdgpu_asm
     try:
         with open(a.table) as f:
             table = json.load(f)
-        with open(a.log) as f:
-            funcs = parse_log(f.read())
+        with open(path) as f:
+            text = f.read()
     except (OSError, ValueError) as e:
         print(f"spill_check: {e}", file=sys.stderr)
         return 2
+    funcs = parse_log(text) if a.log else parse_amdgpu_asm(text)
     if not funcs:
-        print(f"spill_check: {a.log} holds no ptxas function report (built without --resource-usage?)",
-              file=sys.stderr)
+        what = "ptxas function report (built without --resource-usage?)" if a.log else "amdhsa.kernels metadata"
+        print(f"spill_check: {path} holds no {what}", file=sys.stderr)
         return 2
-    rows, failures = check(table, funcs)
+    units = NVIDIA_UNITS if a.log else AMD_UNITS
+    rows, failures = check(table, funcs, units, None if a.log else {})
     if not rows and not failures:
         print(f"spill_check: {a.table} names no kernel (no 'ops' buckets)", file=sys.stderr)
         return 2
     seen = set()
-    print("| instance | registers | spill stores | spill loads | |")
+    print(f"| instance | registers | {units[0][0]} | {units[0][1]} | |")
     print("|---|---:|---:|---:|---|")
     for _, inst, regs, sst, sld, how in rows:
         if inst in seen:

@@ -3,7 +3,8 @@
 clean report passes; a bf16 instance that spills, a missing instance, an
 allowed spill that grew, a ptxas performance advisory (wgmma serialized),
 an unknown kernel and a report with no function lines fail; mxfp4-even
-spills and advisories are reported, not failed; names whose
+spills and advisories are reported, not failed; the AMDGPU metadata form
+(spilled VGPRs and SGPRs) is read and checked the same way; names whose
 namespace hash ends in digits and negative template arguments parse."""
 import io
 import json
@@ -65,7 +66,28 @@ def clean_funcs():
     }
 
 
-def run_main(table, text):
+def amd_asm(funcs):
+    """AMDGPU assembly metadata for {mangled: (vgprs, agprs, sgprs, vgpr spills, sgpr spills)}."""
+    out = ["\t.text", "\t.amdgpu_metadata", "---", "amdhsa.kernels:"]
+    for m, (v, a, sg, vs, ss) in funcs.items():
+        out += [f"  - .agpr_count:     {a}", "    .args:", "      - .offset:         0",
+                "        .size:           168", f"    .name:           {m}",
+                "    .private_segment_fixed_size: 0", f"    .sgpr_count:     {sg}", f"    .sgpr_spill_count: {ss}",
+                f"    .symbol:         {m}.kd", f"    .vgpr_count:     {v}", f"    .vgpr_spill_count: {vs}",
+                "    .wavefront_size: 64"]
+    out += ["amdhsa.target:   amdgcn-amd-amdhsa--gfx940", "amdhsa.version:", "  - 1", "  - 1", "...",
+            "\t.end_amdgpu_metadata"]
+    return "\n".join(out) + "\n"
+
+
+AMD_TABLE = {"arch": "gfx942", "kernel": "a16wfp4_tc", "ops": {"custom": {"default": {
+    "M_LEQ_64": {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "NUM_KSPLIT": 1,
+                 "num_stages": 3, "num_warps": 4},
+    "any": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "NUM_KSPLIT": 1,
+            "num_stages": 2, "num_warps": 4, "kernel": "a16wfp4_tc_panel"}}}}}
+
+
+def run_main(table, text, flag="--log"):
     with tempfile.TemporaryDirectory() as d:
         tp, lp = os.path.join(d, "t.json"), os.path.join(d, "p.log")
         with open(tp, "w") as f:
@@ -74,7 +96,7 @@ def run_main(table, text):
             f.write(text)
         out, err = io.StringIO(), io.StringIO()
         with redirect_stdout(out), redirect_stderr(err):
-            rc = sc.main(["--table", tp, "--log", lp])
+            rc = sc.main(["--table", tp, flag, lp])
         return rc, out.getvalue(), err.getvalue()
 
 
@@ -164,6 +186,27 @@ class SpillCheckTest(unittest.TestCase):
         rc, _, err = run_main(TABLE, "nvcc warning : something else\n")
         self.assertEqual(rc, 2)
         self.assertIn("holds no ptxas function report", err)
+
+    def test_amdgpu_metadata(self):
+        tc = mangled("A16wfp4TcKernel", [32, 64, 64, 1, 4, 3]).replace(NS, "_ZN5mxval3gpu12_GLOBAL__N_1")
+        panel = mangled("A16wfp4PanelKernel", [128, 64, 128, 2, 2, 2]).replace(NS, "_ZN5mxval3gpu12_GLOBAL__N_1")
+        clean = {tc: (116, 8, 97, 0, 0), panel: (152, 32, 99, 0, 0)}
+        rc, out, err = run_main(AMD_TABLE, amd_asm(clean), "--amdgpu-asm")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| instance | registers | VGPRs spilled | SGPRs spilled | |", out)
+        self.assertIn("| A16wfp4TcKernel<32, 64, 64, 1, 4, 3> | 116 v + 8 a + 97 s | 0 | 0 | checked |", out)
+        self.assertIn("| A16wfp4PanelKernel<128, 64, 128, 2, 2, 2> | 152 v + 32 a + 99 s | 0 | 0 | checked |", out)
+        # ALLOWED is the ptxas report's: on AMD the same instance may not spill at all.
+        rc, _, err = run_main(AMD_TABLE, amd_asm({**clean, tc: (128, 8, 102, 1, 0)}), "--amdgpu-asm")
+        self.assertEqual(rc, 1)
+        self.assertIn("custom default M_LEQ_64 (a16wfp4_tc): A16wfp4TcKernel<32, 64, 64, 1, 4, 3> spills "
+                      "(1 VGPRs spilled, 0 SGPRs spilled; allowed 0 / 0)", err)
+        rc, _, err = run_main(AMD_TABLE, amd_asm({**clean, panel: (152, 32, 99, 0, 3)}), "--amdgpu-asm")
+        self.assertEqual(rc, 1)
+        self.assertIn("(0 VGPRs spilled, 3 SGPRs spilled; allowed 0 / 0)", err)
+        rc, _, err = run_main(AMD_TABLE, "\t.text\n", "--amdgpu-asm")
+        self.assertEqual(rc, 2)
+        self.assertIn("holds no amdhsa.kernels metadata", err)
 
     def test_demangle(self):
         self.assertEqual(sc.demangle_kernel(mangled("A16wfp4DecodeKernel", [2, -4, 1, 512])),
