@@ -2,7 +2,6 @@
 #include "service/worker/worker.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <set>
@@ -11,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "service/coordinator/coordinator_service.h"
 #include "service/worker/child_results.h"
+#include "tests/process_util.h"
 
 namespace mxval::worker {
 namespace {
@@ -82,13 +82,8 @@ class WorkerTest : public ::testing::Test {
     return *coordinator_->BuildJob(job_id, true);
   }
 
-  // A scratch directory for this test and a child script in it running
-  // `body` after reading its stdin (the TaskSpec).
-  std::string ScratchDir(const std::string& name) {
-    const std::string dir = ::testing::TempDir() + "/mxval_" + name + "_" + std::to_string(getpid());
-    EXPECT_TRUE(mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) << dir;
-    return dir;
-  }
+  // A child script in `dir` running `body` after reading its stdin (the
+  // TaskSpec).
   std::string ScriptChild(const std::string& dir, const std::string& body) {
     const std::string script = dir + "/child.sh";
     std::ofstream(script) << "#!/bin/sh\ncat >/dev/null\n" << body;
@@ -175,7 +170,7 @@ TEST_F(WorkerTest, RepeatedInfraFailuresMarkTheDeviceUnhealthy) {
 // infrastructure failure, and the roofline note says what happened. The
 // child is a script replaying a checkpoint written here.
 TEST_F(WorkerTest, ChildDyingAfterItsCheckpointStillDeliversTheChecks) {
-  const std::string dir = ScratchDir("checkpoint");
+  const std::string dir = testing_util::PrivateDir();
   v1::TaskResult cp;
   for (v1::KernelRun* side : {cp.mutable_baseline(), cp.mutable_candidate()}) {
     side->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
@@ -207,7 +202,7 @@ TEST_F(WorkerTest, ChildDyingAfterItsCheckpointStillDeliversTheChecks) {
 // another program): an infrastructure failure that says so, not a result
 // read from bytes in another format.
 TEST_F(WorkerTest, ChildOutputWithoutTheHeaderIsInfra) {
-  const auto [job, w] = RunWithChild(ScriptChild(ScratchDir("noheader"), "printf '\\n\\010job-1-t0'\n"));
+  const auto [job, w] = RunWithChild(ScriptChild(testing_util::PrivateDir(), "printf '\\n\\010job-1-t0'\n"));
   ASSERT_EQ(job.results_size(), 2);
   for (const v1::TaskResult& r : job.results()) {
     ASSERT_GE(r.attempts_size(), 1);
