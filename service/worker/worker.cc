@@ -202,12 +202,12 @@ void Worker::Executor(int slot) {
       detail = std::string(outcome.status().message());
     } else if (!written.empty()) {
       // The last complete message. From a child that did not end cleanly it
-      // is the checkpoint written before the roofline: both sides checked
-      // and timed, the roofline not measured (its note says so, and how the
-      // child ended). The task is done, not an infrastructure failure.
+      // may be the checkpoint written before the roofline: both sides
+      // checked and timed, the roofline not measured (its note says so, and
+      // how the child ended). The task is done, not an infrastructure failure.
       infra = false;
       result = std::move(written.back());
-      if (!outcome->success) {
+      if (!outcome->success && result.roofline().note() == kRooflineInterruptedNote) {
         absl::StrAppend(result.mutable_roofline()->mutable_note(), " (", outcome->Describe(), ")");
       }
     } else {

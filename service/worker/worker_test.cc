@@ -164,6 +164,18 @@ TEST_F(WorkerTest, RepeatedInfraFailuresMarkTheDeviceUnhealthy) {
   EXPECT_FALSE(lw.workers(0).capabilities().devices(0).healthy());
 }
 
+// What a child's checkpoint holds: both sides passed and timed at 12.5 us,
+// the roofline not measured.
+v1::TaskResult Checkpoint() {
+  v1::TaskResult cp;
+  for (v1::KernelRun* side : {cp.mutable_baseline(), cp.mutable_candidate()}) {
+    side->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+    side->mutable_timing()->set_median_us(12.5);
+  }
+  cp.mutable_roofline()->set_note(kRooflineInterruptedNote);
+  return cp;
+}
+
 // A task's child that wrote its checkpoint (both sides checked and timed,
 // the roofline not yet measured) and then died, as one would inside the
 // roofline's cuBLAS: the task is done with its checks and timings, not an
@@ -171,12 +183,7 @@ TEST_F(WorkerTest, RepeatedInfraFailuresMarkTheDeviceUnhealthy) {
 // child is a script replaying a checkpoint written here.
 TEST_F(WorkerTest, ChildDyingAfterItsCheckpointStillDeliversTheChecks) {
   const std::string dir = testing_util::PrivateDir();
-  v1::TaskResult cp;
-  for (v1::KernelRun* side : {cp.mutable_baseline(), cp.mutable_candidate()}) {
-    side->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
-    side->mutable_timing()->set_median_us(12.5);
-  }
-  cp.mutable_roofline()->set_note(kRooflineInterruptedNote);
+  const v1::TaskResult cp = Checkpoint();
   {
     std::ofstream f(dir + "/checkpoint.bin", std::ios::binary);
     ASSERT_TRUE(WriteChildResultsHeader(f));
@@ -196,6 +203,32 @@ TEST_F(WorkerTest, ChildDyingAfterItsCheckpointStillDeliversTheChecks) {
   EXPECT_EQ(job.progress().tasks_failed(), 0);
   EXPECT_EQ(w->tasks_completed(), 2);
   EXPECT_EQ(w->infra_failures(), 0);
+}
+
+// A child that wrote its whole result after the checkpoint and only then
+// died (say, in a library's exit handler): the whole result is reported as
+// written, with no note about how the child ended.
+TEST_F(WorkerTest, ChildDyingAfterItsWholeResultKeepsThatResult) {
+  const std::string dir = testing_util::PrivateDir();
+  const v1::TaskResult cp = Checkpoint();
+  v1::TaskResult whole = cp;
+  whole.mutable_roofline()->clear_note();
+  whole.mutable_roofline()->set_copy_gbps(4100);
+  {
+    std::ofstream f(dir + "/results.bin", std::ios::binary);
+    ASSERT_TRUE(WriteChildResultsHeader(f));
+    ASSERT_TRUE(WriteChildResult(cp, f));
+    ASSERT_TRUE(WriteChildResult(whole, f));
+  }
+  const auto [job, w] = RunWithChild(ScriptChild(dir, "cat '" + dir + "/results.bin'\nkill -SEGV $$\n"));
+  ASSERT_EQ(job.results_size(), 2);
+  for (const v1::TaskResult& r : job.results()) {
+    ASSERT_EQ(r.attempts_size(), 1);
+    EXPECT_NE(r.attempts(0).failure(), v1::FAILURE_CLASS_INFRA);
+    EXPECT_EQ(r.roofline().copy_gbps(), 4100);
+    EXPECT_EQ(r.roofline().note(), "");
+  }
+  EXPECT_EQ(w->tasks_completed(), 2);
 }
 
 // A child that exits 0 without the results header (an older mxval, or
