@@ -116,10 +116,47 @@ TEST(KernelAbi, VersionOneLibrariesLoadWithNoLaunchFlags) {
   EXPECT_EQ((*lib)->kernels()[0]->launch_flags, uint32_t{MXVAL_LAUNCH_PDL});
   table.abi_version = 0;
   EXPECT_EQ(KernelLibrary::FromTable(&table).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Version 3 has version 2's table layout (it adds config_json to the args).
   table.abi_version = 3;
+  lib = KernelLibrary::FromTable(&table);
+  ASSERT_TRUE(lib.ok()) << lib.status();
+  EXPECT_EQ((*lib)->kernels()[0]->launch_flags, uint32_t{MXVAL_LAUNCH_PDL});
+  table.abi_version = 4;
   const auto st = KernelLibrary::FromTable(&table).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(st.message().find("speaks 1 to 2"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("speaks 1 to 3"), std::string::npos) << st;
+}
+
+// What a kernel saw of its config in its last call (ConfigSpy's entry points).
+std::string g_seen_json;
+bool g_seen_null = false;
+int32_t ConfigSpy(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  g_seen_null = a->config_json == nullptr;
+  g_seen_json = a->config_json != nullptr ? a->config_json : "";
+  return 0;
+}
+size_t ConfigSpyWorkspace(const mxval_gemm_args* a, const mxval_tile_config* c) {
+  return a->config_json != nullptr ? std::string(a->config_json).size() : 0;
+}
+
+TEST(KernelAbi, EveryEntryPointGetsTheConfigObjectVerbatim) {
+  mxval_kernel k{};
+  k.name = "spy";
+  k.archs = "cpu";
+  k.can_implement = ConfigSpy;
+  k.run = ConfigSpy;
+  k.workspace_size = ConfigSpyWorkspace;
+  mxval_gemm_args args{};
+  TileConfig c;
+  c.json = R"({"BLOCK_SIZE_M":16,"waves_per_eu":2})";
+  ASSERT_TRUE(mxval::Run(k, args, c).ok());
+  EXPECT_EQ(g_seen_json, c.json);
+  ASSERT_TRUE(CanImplement(k, args, c).ok());
+  EXPECT_EQ(g_seen_json, c.json);
+  EXPECT_EQ(WorkspaceSize(k, args, c), c.json.size());
+  c.json.clear();  // a bare tile config: no JSON, NULL
+  ASSERT_TRUE(mxval::Run(k, args, c).ok());
+  EXPECT_TRUE(g_seen_null);
 }
 
 TEST(KernelAbi, LoaderErrors) {

@@ -36,8 +36,7 @@ mxval_gemm_args AbiArgsFor(const CaseData& d, const void* x_base, const uint8_t*
 KernelFn HostAbiKernel(const mxval_kernel* kernel, const TileConfig& config) {
   return [kernel, config](const CaseData& d, uint16_t* y) -> absl::Status {
     mxval_gemm_args probe = AbiArgsFor(d, d.x_bf16.data(), d.packed.data(), d.scales.data(), y, nullptr, 0, nullptr);
-    const mxval_tile_config c = ToAbi(config);
-    std::vector<uint8_t> ws(kernel->workspace_size(&probe, &c));
+    std::vector<uint8_t> ws(WorkspaceSize(*kernel, probe, config));
     mxval_gemm_args a = AbiArgsFor(d, d.x_bf16.data(), d.packed.data(), d.scales.data(), y, ws.data(), ws.size(), nullptr);
     return Run(*kernel, a, config);
   };

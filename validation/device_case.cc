@@ -87,9 +87,8 @@ KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config
   return [this, kernel, config, flags](const CaseData& d, uint16_t* y) -> absl::Status {
     if (&d != &data_) return absl::InvalidArgumentError("DeviceCase::Kernel used with a different case");
     Set& s = sets_[0];
-    const mxval_tile_config c = ToAbi(config);
     mxval_gemm_args a = Args(s);
-    MXVAL_RETURN_IF_ERROR(Grow(s.workspace, kernel->workspace_size(&a, &c)));
+    MXVAL_RETURN_IF_ERROR(Grow(s.workspace, WorkspaceSize(*kernel, a, config)));
     MXVAL_RETURN_IF_ERROR(rt_.Memset(s.workspace.get(), 0xFF, s.workspace.bytes()));
     const size_t y_bytes = d.y_elems * sizeof(uint16_t);
     MXVAL_RETURN_IF_ERROR(rt_.CopyToDevice(s.y.get(), y, y_bytes));  // poisoned
@@ -138,6 +137,7 @@ absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std:
     int next = 0;
     int L = 1;
     std::unique_ptr<DeviceGraph> graph;
+    std::string eager_reason;
   };
   std::vector<Side> st(sides.size());
   size_t ws_max = 0;
@@ -148,8 +148,7 @@ absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std:
     mxval_gemm_args probe = Args(sets_[0]);
     probe.launch_flags = sd.flags;
     MXVAL_RETURN_IF_ERROR(CanImplement(*sd.k->kernel, probe, sd.k->config));
-    const mxval_tile_config c = ToAbi(sd.k->config);
-    ws_max = std::max(ws_max, sd.k->kernel->workspace_size(&probe, &c));
+    ws_max = std::max(ws_max, WorkspaceSize(*sd.k->kernel, probe, sd.k->config));
   }
   const int64_t set_bytes = static_cast<int64_t>(sets_[0].x.bytes() + sets_[0].packed.bytes() +
                                                  sets_[0].scales.bytes() + sets_[0].y.bytes() + ws_max);
@@ -193,7 +192,13 @@ absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std:
     }
     if (o.use_graph) {
       auto g = rt_.Capture([&]() { return body(sd); });
-      if (g.ok()) sd.graph = std::move(*g);
+      if (g.ok()) {
+        sd.graph = std::move(*g);
+      } else {
+        sd.eager_reason = absl::StrCat("graph capture failed: ", g.status().message());
+      }
+    } else {
+      sd.eager_reason = "graph capture turned off";
     }
   }
   std::vector<DeviceTiming> out(st.size());
@@ -201,6 +206,7 @@ absl::StatusOr<std::vector<DeviceTiming>> DeviceCase::TimeInterleaved(const std:
     out[i].buffer_sets = nsets;
     out[i].launches_per_sample = st[i].L;
     out[i].graph = st[i].graph != nullptr;
+    out[i].eager_reason = st[i].eager_reason;
   }
   // The samples start off the power cap (where the clocks can be read) and
   // the clock is watched while they run.

@@ -77,6 +77,7 @@ struct DeviceTiming {
   int buffer_sets = 1;
   int launches_per_sample = 1;
   bool graph = false;
+  std::string eager_reason;  // why not, when graph is false
   // The SM clock while the samples ran (the same window for every side of
   // an interleaved timing).
   ClockSummary clock;

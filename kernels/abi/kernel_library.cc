@@ -180,12 +180,26 @@ TileConfig FromAbi(const mxval_tile_config& c) {
   return TileConfig{c.block_m, c.block_n, c.block_k, c.ksplit, c.num_stages, c.num_warps};
 }
 
+mxval_gemm_args WithConfig(const mxval_gemm_args& args, const TileConfig& config) {
+  mxval_gemm_args a = args;
+  a.config_json = config.json.empty() ? nullptr : config.json.c_str();
+  return a;
+}
+
+size_t WorkspaceSize(const mxval_kernel& k, const mxval_gemm_args& args, const TileConfig& config) {
+  const mxval_gemm_args a = WithConfig(args, config);
+  const mxval_tile_config c = ToAbi(config);
+  return k.workspace_size(&a, &c);
+}
+
 namespace {
 using EntryPoint = int32_t (*)(const mxval_gemm_args*, const mxval_tile_config*, char*, size_t);
 absl::Status Call(EntryPoint fn, const mxval_kernel& k, const mxval_gemm_args& args, const TileConfig& config) {
-  char err[512] = {};
+  // Room for a Python kernel's exception with the tail of its traceback.
+  char err[4096] = {};
   const mxval_tile_config c = ToAbi(config);
-  if (fn(&args, &c, err, sizeof(err)) != 0) {
+  const mxval_gemm_args a = WithConfig(args, config);
+  if (fn(&a, &c, err, sizeof(err)) != 0) {
     err[sizeof(err) - 1] = '\0';
     return absl::InvalidArgumentError(absl::StrCat(k.name, " ", config.ToString(), ": ", err));
   }

@@ -59,6 +59,12 @@ absl::Status CheckExternalLibraryName(const std::string& name);
 mxval_tile_config ToAbi(const TileConfig& c);
 TileConfig FromAbi(const mxval_tile_config& c);
 
+// `args` with config_json pointing at config.json (NULL when empty); the
+// pointer is valid while `config` is.
+mxval_gemm_args WithConfig(const mxval_gemm_args& args, const TileConfig& config);
+// workspace_size() with the config's JSON in the args.
+size_t WorkspaceSize(const mxval_kernel& k, const mxval_gemm_args& args, const TileConfig& config);
+
 // can_implement() as a Status: INVALID_ARGUMENT with the kernel's reason.
 absl::Status CanImplement(const mxval_kernel& k, const mxval_gemm_args& args, const TileConfig& config);
 // run() as a Status: INVALID_ARGUMENT with the kernel's reason.

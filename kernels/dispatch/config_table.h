@@ -19,6 +19,11 @@
 // A bucket may name the kernel that runs it ("kernel": "a16wfp4_tc_panel");
 // otherwise the table's top-level "kernel" does.
 //
+// AITER's own files are also accepted as they are: a flat object of
+// buckets ({"M_LEQ_16": {...}, ..., "any": {...}}, one file per kernel and
+// shape in AITER's tree) applies to every op and shape, and its entries are
+// named by the bucket alone ("M_LEQ_16").
+//
 // A pull request that retunes a table is exactly the "candidate vs baseline"
 // a validation job compares; the entry a shape selects is reported by name
 // ("kup/N=512,K=192/M_LEQ_16") so triage can tell whether a change touched it.
@@ -41,13 +46,20 @@ struct DispatchEntry {
   TileConfig config;
 };
 
+struct ConfigTableOptions {
+  // Keep config keys this file does not know (a Python kernel's table: its
+  // configs go to the kernel verbatim) instead of refusing them.
+  bool allow_unknown_keys = false;
+};
+
 class ConfigTable {
  public:
   // INVALID_ARGUMENT (naming the JSON path) for malformed tables: bad bucket
-  // names, duplicate thresholds, unknown config keys, missing ops object.
-  static absl::StatusOr<ConfigTable> FromJson(const nlohmann::json& j);
-  static absl::StatusOr<ConfigTable> FromJsonText(const std::string& text);
-  static absl::StatusOr<ConfigTable> Load(const std::string& path);
+  // names, duplicate thresholds, unknown config keys (unless allowed),
+  // neither an ops object nor AITER's flat buckets.
+  static absl::StatusOr<ConfigTable> FromJson(const nlohmann::json& j, const ConfigTableOptions& options = {});
+  static absl::StatusOr<ConfigTable> FromJsonText(const std::string& text, const ConfigTableOptions& options = {});
+  static absl::StatusOr<ConfigTable> Load(const std::string& path, const ConfigTableOptions& options = {});
 
   // The entry for op at (M, N, K). NOT_FOUND if the op is unknown, neither
   // "N=..,K=.." nor "default" exists, or M exceeds every bucket and no "any".
@@ -64,7 +76,12 @@ class ConfigTable {
     std::string kernel;
     TileConfig config;
   };
+  // Parses one shape's buckets ({"M_LEQ_16": {...}, "any": {...}}).
+  static absl::StatusOr<std::vector<Bucket>> ParseBuckets(const nlohmann::json& j, const std::string& where,
+                                                          const std::string& kernel, const ConfigTableOptions& o);
+  std::string EntryName(const std::string& op, const std::string& key, const Bucket& b) const;
   std::string arch_, kernel_;
+  bool flat_ = false;  // AITER's flat file: one set of buckets for every op and shape
   // op -> shape key -> buckets sorted by m_leq
   std::map<std::string, std::map<std::string, std::vector<Bucket>>> ops_;
 };

@@ -88,5 +88,54 @@ TEST(ConfigTable, ShippedCpuTableLoads) {
   EXPECT_TRUE(t->Lookup("vup", 1, 256, 512).ok());
 }
 
+TEST(ConfigTable, ReadsAiterFlatFilesAndKeepsEachConfigVerbatim) {
+  // AITER's own file: buckets at the top level, for every op and shape,
+  // with tuning keys the C kernels do not have.
+  const std::string aiter = R"({
+    "M_LEQ_16": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 256, "GROUP_SIZE_M": 1, "NUM_KSPLIT": 4,
+                 "num_warps": 4, "num_stages": 2, "waves_per_eu": 2, "matrix_instr_nonkdim": 16, "cache_modifier": ".cg"},
+    "any": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "NUM_KSPLIT": 1, "my_own_key": [1, 2]}
+  })";
+  // A C kernel's table refuses a key it cannot honour; a Python kernel's keeps it.
+  auto strict = ConfigTable::FromJsonText(aiter);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_NE(strict.status().message().find("unknown config key 'my_own_key'"), std::string::npos) << strict.status();
+  ConfigTableOptions lenient;
+  lenient.allow_unknown_keys = true;
+  auto t = ConfigTable::FromJsonText(aiter, lenient);
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto small = t->Lookup("vup", 7, 256, 512);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->name, "M_LEQ_16");
+  EXPECT_EQ(small->config.ksplit, 4);
+  const auto j = nlohmann::json::parse(small->config.json);
+  EXPECT_EQ(j["waves_per_eu"], 2);
+  EXPECT_EQ(j["cache_modifier"], ".cg");
+  EXPECT_EQ(j.size(), 10u);  // every key, none added
+  auto big = t->Lookup("kup", 4096, 512, 192);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(big->name, "any");
+  EXPECT_EQ(nlohmann::json::parse(big->config.json)["my_own_key"], nlohmann::json({1, 2}));
+  EXPECT_EQ(ConfigExtras(big->config.json), "my_own_key=[1,2]");
+  // The same six fields with another tuning key are another config.
+  TileConfig other = big->config;
+  other.json = R"({"BLOCK_SIZE_K":128,"BLOCK_SIZE_M":64,"BLOCK_SIZE_N":128,"NUM_KSPLIT":1,"my_own_key":[1,3]})";
+  EXPECT_FALSE(other == big->config);
+  // A flat file still checks its buckets.
+  EXPECT_FALSE(ConfigTable::FromJsonText(R"({"M_LEQ_0": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 32}})",
+                                         lenient).ok());
+  EXPECT_FALSE(ConfigTable::FromJsonText(R"({"M_LEQ_4": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16}})", lenient).ok());
+}
+
+TEST(ConfigTable, WrappedTablesCarryTheirJsonToo) {
+  auto t = ConfigTable::Load(MXVAL_SOURCE_DIR "/kernels/configs/cpu.json");
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto e = t->Lookup("kup", 1, 512, 192);
+  ASSERT_TRUE(e.ok());
+  const auto j = nlohmann::json::parse(e->config.json);
+  EXPECT_EQ(j["BLOCK_SIZE_K"], e->config.block_k);
+  EXPECT_FALSE(j.contains("kernel"));  // which kernel runs is the table's business, not the kernel's
+}
+
 }  // namespace
 }  // namespace mxval

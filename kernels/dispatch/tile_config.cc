@@ -16,7 +16,8 @@ nlohmann::json TileConfig::ToJson() const {
           {"NUM_KSPLIT", ksplit},    {"num_stages", num_stages}, {"num_warps", num_warps}};
 }
 
-absl::StatusOr<TileConfig> TileConfigFromJson(const nlohmann::json& j, const std::string& where) {
+absl::StatusOr<TileConfig> TileConfigFromJson(const nlohmann::json& j, const std::string& where,
+                                              bool allow_unknown_keys) {
   if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": config must be a JSON object"));
   TileConfig c;
   struct Field {
@@ -33,7 +34,9 @@ absl::StatusOr<TileConfig> TileConfigFromJson(const nlohmann::json& j, const std
     bool known = false;
     for (const Field& f : fields) known |= it.key() == f.key;
     for (const char* k : kIgnored) known |= it.key() == k;
-    if (!known) return absl::InvalidArgumentError(absl::StrCat(where, ": unknown config key '", it.key(), "'"));
+    if (!known && !allow_unknown_keys) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown config key '", it.key(), "'"));
+    }
   }
   for (const Field& f : fields) {
     if (!j.contains(f.key)) {
@@ -46,7 +49,26 @@ absl::StatusOr<TileConfig> TileConfigFromJson(const nlohmann::json& j, const std
     }
     *f.dst = v.get<int>();
   }
+  nlohmann::json verbatim = j;
+  verbatim.erase("kernel");
+  c.json = verbatim.dump();
   return c;
+}
+
+std::string ConfigExtras(const std::string& json, size_t max_bytes) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return "";
+  static const char* kSix[] = {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "NUM_KSPLIT", "num_stages", "num_warps"};
+  std::string out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool six = false;
+    for (const char* k : kSix) six |= it.key() == k;
+    if (six) continue;
+    absl::StrAppend(&out, out.empty() ? "" : ",", it.key(), "=",
+                    it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+  }
+  if (out.size() > max_bytes) out = absl::StrCat(out.substr(0, max_bytes), "...");
+  return out;
 }
 
 absl::StatusOr<TileConfig> ParseTileConfig(const std::string& s) {

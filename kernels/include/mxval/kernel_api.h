@@ -1,4 +1,4 @@
-/* mxval kernel ABI, version 2: how a kernel library presents A16WFP4 kernels.
+/* mxval kernel ABI, version 3: how a kernel library presents A16WFP4 kernels.
  *
  * A kernel library is a shared object exporting one C symbol:
  *
@@ -40,9 +40,21 @@
  *    workspace only after it. mxval checks this: in a launch=pdl task the
  *    kernel runs right after one that writes x late and reads y late.
  *
+ * Config objects (version 3). args->config_json is the dispatch entry's
+ * config object exactly as the job's table wrote it: JSON text with every
+ * key (AITER's BLOCK_SIZE_M ... num_stages, waves_per_eu, cache_modifier,
+ * and any key of the library's own), NUL-terminated, valid for the call;
+ * NULL when the job gave a bare tile config. `config` carries the six
+ * integer fields of the same entry. A kernel that reads only `config` is
+ * still correct; one whose configs carry more (a Triton kernel's tuning
+ * keys) reads them here. Python kernel libraries receive it as a dict
+ * (kernels/python/README.md).
+ *
  * Version 1 (no launch flags) libraries still load: their kernels are read
  * with the version-1 layout and act on no flags. A version-1 run() reads
- * only the version-1 prefix of mxval_gemm_args, which is unchanged.
+ * only the version-1 prefix of mxval_gemm_args, which is unchanged; a
+ * version-2 run() reads the prefix up to launch_flags. Version-2 and
+ * version-3 tables have the same layout.
  */
 #ifndef MXVAL_KERNEL_API_H_
 #define MXVAL_KERNEL_API_H_
@@ -54,7 +66,7 @@
 extern "C" {
 #endif
 
-#define MXVAL_KERNEL_ABI_VERSION 2u
+#define MXVAL_KERNEL_ABI_VERSION 3u
 #define MXVAL_KERNEL_ABI_MIN_VERSION 1u /* the oldest a loader accepts */
 #define MXVAL_KERNEL_LIBRARY_SYMBOL "mxval_get_kernel_library"
 
@@ -93,6 +105,7 @@ typedef struct mxval_gemm_args {
   size_t workspace_bytes;
   void* stream;        /* cudaStream_t / hipStream_t; NULL for CPU kernels */
   uint32_t launch_flags; /* version 2: bits of enum mxval_launch_flag allowed for this run */
+  const char* config_json; /* version 3: the entry's config object as JSON text, or NULL */
 } mxval_gemm_args;
 
 typedef struct mxval_kernel {
