@@ -17,6 +17,7 @@
 #include "kernels/mxfp4/quantize.h"
 #include "reference/reference_gemm.h"
 #include "service/worker/child_results.h"
+#include "service/worker/task_child.h"
 #include "service/worker/task_runner.h"
 #include <iostream>
 #include <iterator>
@@ -318,66 +319,12 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   return failed ? kExitFailed : kExitOk;
 }
 
-// Hidden: the worker's child process. Reads a serialized TaskSpec on stdin,
-// writes the serialized TaskResult on stdout.
+// Hidden: the worker's child process (service/worker/task_child.h).
 int RunTaskChild(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string kernel_dir, runtime_kind;
-  int64_t threads = 0, device = 0;
-  FlagSet f("__run-task", "Internal: runs one task for the worker daemon (TaskSpec on stdin; on stdout the header line mxval-task-results-v1, then delimited TaskResults, the last one the whole result).");
-  f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries (lib<name>.so)");
-  f.Int("threads", &threads, "threads (0 = all)");
-  f.String("runtime", &runtime_kind, "device runtime for GPU kernels: cuda or hip (empty: CPU only)");
-  f.Int("device", &device, "device index for --runtime");
-  if (int rc = ParseOrExit(f, args, "__run-task", out, err); rc >= 0) return rc;
-  std::unique_ptr<DeviceRuntime> runtime;
-  if (!runtime_kind.empty()) {
-    auto rt = OpenRuntime(runtime_kind);
-    if (!rt.ok()) return Fail(err, "__run-task", rt.status());
-    if (absl::Status s = (*rt)->SetDevice(static_cast<int>(device)); !s.ok()) return Fail(err, "__run-task", s);
-    runtime = std::move(*rt);
-  }
-  std::string bytes((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-  v1::TaskSpec task;
-  if (!task.ParseFromString(bytes)) return Fail(err, "__run-task", absl::InvalidArgumentError("stdin: not a TaskSpec"));
   const std::string self = SelfExePath();
-  worker::KernelResolver kernels(kernel_dir, self.substr(0, self.rfind('/')) + "/../lib");
-  worker::TaskRunnerOptions o;
-  o.threads = static_cast<int>(threads);
-  o.runtime = runtime.get();
-  // Every device timing records the SM clock it ran at (and waits for the
-  // board to come off its power cap first) where the clocks can be read.
-  // The worker's environment reaches this child: MXVAL_CLOCKS=off turns the
-  // reader off, MXVAL_CLOCK_POLL_MS (1-1000, default 5) sets how often the
-  // clock is read while the samples run.
-  std::unique_ptr<ClockReader> clocks;
-  if (runtime != nullptr) {
-    const char* off = std::getenv("MXVAL_CLOCKS");
-    if (off != nullptr && std::string(off) == "off") {
-      o.device_timing.no_clock_note = "clock reading turned off (MXVAL_CLOCKS=off)";
-    } else {
-      clocks = worker::OpenDeviceClocks(*runtime, static_cast<int>(device), &o.device_timing.no_clock_note);
-      o.device_timing.clocks = clocks.get();
-    }
-    int poll_ms = 0;
-    if (const char* p = std::getenv("MXVAL_CLOCK_POLL_MS"); p != nullptr && absl::SimpleAtoi(p, &poll_ms)) {
-      o.device_timing.clock_poll = absl::Milliseconds(std::clamp(poll_ms, 1, 1000));
-    }
-    // Each task with a device side measures its device's roofline after
-    // timing it (validation/roofline.h); MXVAL_ROOFLINE=off skips that.
-    if (const char* r = std::getenv("MXVAL_ROOFLINE"); r != nullptr && std::string(r) == "off") {
-      o.measure_roofline = false;
-    }
-  }
-  // stdout: delimited TaskResults (service/worker/child_results.h), the
-  // checkpoint before the roofline and then the whole result.
-  bool written = worker::WriteChildResultsHeader(out);
-  o.on_checked = [&](const v1::TaskResult& checkpoint) { written = worker::WriteChildResult(checkpoint, out) && written; };
-  auto result = worker::RunTask(task, kernels, o);
-  if (!result.ok()) return Fail(err, "__run-task", result.status());
-  if (!worker::WriteChildResult(*result, out) || !written) {
-    return Fail(err, "__run-task", absl::InternalError("cannot write stdout"));
-  }
-  return kExitOk;
+  worker::TaskChildHooks hooks;
+  hooks.builtin_dir = self.substr(0, self.rfind('/')) + "/../lib";
+  return worker::RunTaskChildMain(args, std::cin, out, err, hooks);
 }
 
 struct Verb {

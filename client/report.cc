@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
+#include "kernels/dispatch/tile_config.h"
 #include "proto/config_label.h"
 #include "service/triage/kernel_triage.h"
 
@@ -42,8 +44,11 @@ bool Infra(const v1::TaskResult& r) {
 // config in a code span.
 // " (PDL)" when it was launched with programmatic dependent launch.
 std::string RunCell(const v1::KernelRun& r) {
+  const std::string extras = ConfigExtras(r.config_json());
   return absl::StrCat(MarkdownEscape(r.kernel().kernel().empty() ? "(table)" : r.kernel().kernel()), " `",
-                      ConfigLabel(r.config()), "`", r.launch() == v1::LAUNCH_MODE_PDL ? " (PDL)" : "");
+                      ConfigLabel(r.config()), "`",
+                      extras.empty() ? "" : absl::StrCat(" `", absl::StrReplaceAll(extras, {{"`", "'"}}), "`"),
+                      r.launch() == v1::LAUNCH_MODE_PDL ? " (PDL)" : "");
 }
 
 // Whether the job asked for PDL on the baseline / candidate side.
@@ -78,6 +83,7 @@ std::string Delta(double base, double cand) {
 bool SameKernelAndConfig(const v1::TaskResult& r) {
   return r.baseline().kernel().SerializeAsString() == r.candidate().kernel().SerializeAsString() &&
          r.baseline().config().SerializeAsString() == r.candidate().config().SerializeAsString() &&
+         r.baseline().config_json() == r.candidate().config_json() &&
          r.baseline().launch() == r.candidate().launch();
 }
 

@@ -34,6 +34,12 @@
 #include "service/coordinator/open_store.h"
 #include "service/web/web_ui.h"
 #include "service/worker/devices.h"
+#include "common/tree_digest.h"
+#include "kernels/python/manifest.h"
+#include "kernels/dispatch/config_table.h"
+#include "common/tensor_io.h"
+#include "common/status_macros.h"
+#include "service/worker/python_host.h"
 #include "service/worker/worker.h"
 #include "validation/presets.h"
 #include "mxval/default_tables.h"
@@ -222,6 +228,43 @@ std::string SelfExePath() {
   return n > 0 ? std::string(buf, n) : "mxval";
 }
 
+namespace {
+
+// The default compile-cache directory of Python kernel libraries.
+std::string DefaultPythonCacheDir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x == '/') return absl::StrCat(x, "/mxval");
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h == '/') return absl::StrCat(h, "/.cache/mxval");
+  return absl::StrCat("/tmp/mxval-cache-", getuid());
+}
+
+// Sets up `wo` to run tasks with a Python side under `python` (python_host.h)
+// and says on `err` what it found; without a usable interpreter such tasks
+// become infrastructure failures naming the reason, and the rest still run.
+void ConfigurePython(const std::string& python, const std::string& cache_dir, const std::string& who,
+                     worker::WorkerOptions* wo, std::ostream& err) {
+  worker::PythonHostOptions po;
+  po.python = python;
+  const std::string self = SelfExePath();
+  po.lib_dir = self.substr(0, self.rfind('/')) + "/../lib";
+  po.cache_dir = cache_dir.empty() ? DefaultPythonCacheDir() : cache_dir;
+  auto argv = worker::PythonChildArgv(po, /*serve=*/true);
+  absl::StatusOr<v1::PythonEnvironment> env =
+      argv.ok() ? worker::ProbePython(po, absl::Seconds(60)) : absl::StatusOr<v1::PythonEnvironment>(argv.status());
+  if (!env.ok()) {
+    wo->python_unavailable = absl::StrCat("this worker cannot run Python kernel libraries: --python ", python, ": ",
+                                          env.status().message());
+    err << "mxval " << who << ": " << wo->python_unavailable << "\n";
+    return;
+  }
+  wo->python_child_argv = *argv;
+  wo->python_serving = true;
+  wo->python = *env;
+  err << "mxval " << who << ": Python kernel libraries run in " << worker::DescribePython(*env) << ", compile cache "
+      << po.cache_dir << "\n";
+}
+
+}  // namespace
+
 int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string listen = "127.0.0.1:50051", db = "mxval.db", kernel_dir;
   int64_t workers = 0, lease_seconds = 30, max_queued = 1'000'000;
@@ -236,6 +279,9 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
            "that several coordinators share");
   f.Int("workers", &workers, "embedded local CPU workers");
   f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries for embedded workers");
+  std::string python, python_cache_dir;
+  f.String("python", &python, "local workers run Python kernel libraries in this interpreter (default: none)");
+  f.String("python-cache-dir", &python_cache_dir, "the local workers' compile cache for Python kernel libraries");
   f.Int("lease-seconds", &lease_seconds, "task lease duration");
   f.Int("max-queued", &max_queued, "unfinished tasks accepted before RESOURCE_EXHAUSTED");
   f.Bool("insecure-allow-remote", &allow_remote, "listen on a non-loopback address without TLS (not recommended)");
@@ -425,6 +471,7 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
       wo.child_argv.push_back("--kernel-dir");
       wo.child_argv.push_back(kernel_dir);
     }
+    if (!python.empty()) ConfigurePython(python, python_cache_dir, "serve", &wo, err);
     auto w = worker::Worker::Create(wo);
     if (!w.ok()) continue;
     absl::MutexLock l(&local_mu);
@@ -459,7 +506,11 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
                       "(CUDA or HIP GPUs, else the CPU). SIGTERM drains and exits.");
   f.String("coordinator", &coordinator, "coordinator address host:port", true);
   f.String("id", &id, "worker id (default: hostname-pid)");
-  f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries (lib<name>.so)");
+  f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries (lib<name>.so, <name>/ for Python)");
+  std::string python = "python3", python_cache_dir;
+  f.String("python", &python, "interpreter for Python kernel libraries (with PyTorch; a path, or a name in PATH)");
+  f.String("python-cache-dir", &python_cache_dir,
+           "compile cache of Python kernel libraries, one per library build (default: $XDG_CACHE_HOME/mxval)");
   f.Int("task-timeout", &task_timeout, "seconds before a task's child process is killed");
   f.Int("unhealthy-after", &unhealthy_after, "consecutive infrastructure failures that mark the device unhealthy");
   std::string metrics_listen, devices = "auto";
@@ -512,6 +563,7 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
     wo.child_argv.push_back("--kernel-dir");
     wo.child_argv.push_back(kernel_dir);
   }
+  ConfigurePython(python, python_cache_dir, "worker", &wo, err);
   auto registry = std::make_shared<prometheus::Registry>();
   worker::WorkerMetrics metrics(*registry);
   wo.metrics = &metrics;
@@ -735,6 +787,48 @@ int PrintJson(const google::protobuf::Message& m, std::ostream& out) {
 }
 }  // namespace
 
+namespace {
+
+// A Python kernel library's registration, read from its directory without
+// running any of it: the tree's digest, the manifest, each kernel's config
+// table (checked as a job's table would be). `name` / `build_id`, when
+// given, must be the manifest's.
+absl::StatusOr<v1::KernelLibraryRegistration> PythonRegistration(const std::string& dir, const std::string& name,
+                                                                  const std::string& build_id) {
+  MXVAL_ASSIGN_OR_RETURN(const python::Manifest m, python::LoadManifest(dir));
+  if (!name.empty() && name != m.name) {
+    return absl::InvalidArgumentError(absl::StrCat("--name '", name, "' but the manifest names '", m.name, "'"));
+  }
+  if (!build_id.empty() && build_id != m.build_id) {
+    return absl::InvalidArgumentError(absl::StrCat("--build-id '", build_id, "' but the manifest says '", m.build_id, "'"));
+  }
+  v1::KernelLibraryRegistration reg;
+  reg.set_name(m.name);
+  reg.set_build_id(m.build_id);
+  reg.set_format(v1::LIBRARY_FORMAT_PYTHON);
+  MXVAL_ASSIGN_OR_RETURN(std::string text, ReadFileBytes(absl::StrCat(dir, "/", python::kManifestFile)));
+  reg.set_manifest_json(text);
+  for (const python::KernelEntry& k : m.kernels) {
+    if (k.config_table.empty()) continue;
+    const std::string path = absl::StrCat(dir, "/", k.config_table);
+    MXVAL_ASSIGN_OR_RETURN(std::string table, ReadFileBytes(path));
+    if (table.size() > (1 << 20)) {
+      return absl::InvalidArgumentError(absl::StrCat(k.config_table, ": ", table.size(), " bytes (at most 1 MiB)"));
+    }
+    ConfigTableOptions to;
+    to.allow_unknown_keys = true;
+    if (auto t = ConfigTable::FromJsonText(table, to); !t.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("kernel ", k.name, ": ", k.config_table, ": ", t.status().message()));
+    }
+    (*reg.mutable_kernel_tables())[k.name] = table;
+  }
+  MXVAL_ASSIGN_OR_RETURN(std::string sha, TreeSha256(dir));
+  reg.set_sha256(sha);
+  return reg;
+}
+
+}  // namespace
+
 // watch, cancel, jobs, workers, drain: thin clients of the coordinator.
 int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string coordinator = "127.0.0.1:50051", job_id, worker_id;
@@ -746,7 +840,8 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
                   : verb == "workers" ? "Lists workers with their state and devices."
                   : verb == "register-library"
                       ? "Registers an external kernel library (admin only): jobs may then name it, and workers load\n"
-                        "lib<name>.so from their --kernel-dir only if its SHA-256 is the one registered here."
+                        "lib<name>.so (--file) or the Python library <name>/ (--dir) from their --kernel-dir only if\n"
+                        "its SHA-256 is the one registered here. Nothing of the library runs here."
                   : verb == "unregister-library" ? "Removes a kernel library registration (admin only)."
                   : verb == "libraries"          ? "Lists registered kernel libraries."
                                                  : "Drains a worker (no new tasks) or undrains it.");
@@ -757,9 +852,10 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
     f.Bool("undrain", &undrain, "take the worker back into service");
   }
   if (verb == "jobs") f.Int("limit", &limit, "jobs to list (1..500)");
-  std::string lib_file, lib_name, lib_build;
+  std::string lib_file, lib_dir, lib_name, lib_build;
   if (verb == "register-library") {
-    f.String("file", &lib_file, "the library to register, lib<name>.so (its SHA-256 is computed here)", true);
+    f.String("file", &lib_file, "a compiled library to register, lib<name>.so (its SHA-256 is computed here)");
+    f.String("dir", &lib_dir, "or a Python kernel library's directory (mxval_library.json; its tree's SHA-256)");
     f.String("name", &lib_name, "library name (default: from the file name lib<name>.so)");
     f.String("build-id", &lib_build, "build id (default: the one the library's table reports)");
   }
@@ -767,7 +863,14 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
   if (verb == "jobs" || verb == "workers" || verb == "libraries") f.Bool("json", &json, "print JSON");
   if (int rc = ParseFlags(f, args, verb, out, err); rc >= 0) return rc;
   v1::KernelLibraryRegistration reg;
-  if (verb == "register-library") {  // everything local is checked before anything is sent
+  if (verb == "register-library" && lib_file.empty() == lib_dir.empty()) {
+    return Usage(err, verb, "give one of --file (lib<name>.so) and --dir (a Python kernel library)");
+  }
+  if (verb == "register-library" && !lib_dir.empty()) {
+    auto r = PythonRegistration(lib_dir, lib_name, lib_build);
+    if (!r.ok()) return Usage(err, verb, absl::StrCat("--dir: ", r.status().message()));
+    reg = *r;
+  } else if (verb == "register-library") {  // everything local is checked before anything is sent
     const std::string base = lib_file.substr(lib_file.rfind('/') + 1);
     if (lib_name.empty()) {
       if (base.size() <= 6 || base.rfind("lib", 0) != 0 || base.substr(base.size() - 3) != ".so") {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/dispatch/tile_config.h"
 
 namespace mxval {
 
@@ -14,7 +15,13 @@ std::string ConfigLabel(const v1::TileConfig& c) {
 }
 
 std::string RunConfigLabel(const v1::KernelRun& r) {
-  return absl::StrCat(r.kernel().kernel().empty() ? "(table)" : r.kernel().kernel(), " ", ConfigLabel(r.config()));
+  std::string label =
+      absl::StrCat(r.kernel().kernel().empty() ? "(table)" : r.kernel().kernel(), " ", ConfigLabel(r.config()));
+  // A Python kernel's config carries more than the six fields (its tuning
+  // keys): a retune of those alone must show in the label too.
+  const std::string extras = ConfigExtras(r.config_json());
+  if (!extras.empty()) absl::StrAppend(&label, " {", extras, "}");
+  return label;
 }
 
 }  // namespace mxval

@@ -21,6 +21,7 @@ PACKAGES=(
   libyaml-dev            # YAML job specs and triage rule files
   libre2-dev             # triage rule patterns (RE2)
   python3-yaml           # deploy/ manifest checks and the Prometheus integration test
+  python3-torch          # PyTorch 1.13 (CPU): runs the Python kernel libraries of the tests through a CPU worker
   chromium               # renders the web page in a headless browser test
   openssl                # test certificates (scripts/gen_test_certs.sh)
   clang-14 libclang-rt-14-dev  # libFuzzer + ASan/UBSan configuration (scripts/ci_sanitizers.sh)

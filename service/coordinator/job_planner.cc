@@ -7,7 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/inputs.h"
+#include "absl/strings/str_join.h"
 #include "kernels/dispatch/config_table.h"
+#include "kernels/python/manifest.h"
+#include "nlohmann/json.hpp"
 #include "kernels/mxfp4/quantize.h"
 #include "mxval/default_tables.h"
 #include "validation/presets.h"
@@ -74,7 +77,7 @@ absl::StatusOr<v1::KernelRef> ResolveKernelRef(const v1::KernelRef& k, const std
   if (it == libraries.end()) {
     return Bad(field + ".library", absl::StrCat("unknown kernel library '", k.library(),
                                                 "': external libraries must be registered by an admin"
-                                                " (mxval admin register-library)"));
+                                                " (mxval register-library)"));
   }
   if (k.build_id().empty()) {
     return Bad(field + ".build_id", absl::StrCat("required for external library '", k.library(), "'"));
@@ -84,7 +87,80 @@ absl::StatusOr<v1::KernelRef> ResolveKernelRef(const v1::KernelRef& k, const std
                                                  "' ('", it->second.build_id(), "'); an admin registers new builds"));
   }
   out.set_sha256(it->second.sha256());
+  out.set_format(it->second.format() == v1::LIBRARY_FORMAT_PYTHON ? v1::LIBRARY_FORMAT_PYTHON
+                                                                   : v1::LIBRARY_FORMAT_SHARED_OBJECT);
   return out;
+}
+
+// A side in a Python kernel library: its manifest entry for the kernel the
+// job names (or the library's only kernel), and the library's own table of
+// that kernel (its config_table file, or its configs list, first config for
+// every M) for a job that gives none.
+struct PythonSide {
+  python::KernelEntry kernel;
+  ConfigTable table;
+};
+
+absl::StatusOr<std::optional<PythonSide>> ResolvePythonSide(v1::KernelRef* ref, const std::string& field,
+                                                            const LibraryMap& libraries) {
+  if (ref->format() != v1::LIBRARY_FORMAT_PYTHON) return std::optional<PythonSide>();
+  const v1::KernelLibraryRegistration& reg = libraries.at(ref->library());
+  auto m = python::ParseManifest(reg.manifest_json());
+  if (!m.ok()) return absl::InternalError(absl::StrCat("registered manifest of '", ref->library(), "': ", m.status().message()));
+  std::vector<std::string> names;
+  for (const python::KernelEntry& k : m->kernels) names.push_back(k.name);
+  if (ref->kernel().empty()) {
+    if (m->kernels.size() != 1) {
+      return Bad(field + ".kernel", absl::StrCat("library '", ref->library(), "' has several kernels (",
+                                                 absl::StrJoin(names, ", "), "): name one"));
+    }
+    ref->set_kernel(m->kernels[0].name);
+  }
+  for (const python::KernelEntry& k : m->kernels) {
+    if (k.name != ref->kernel()) continue;
+    ConfigTableOptions to;
+    to.allow_unknown_keys = true;
+    absl::StatusOr<ConfigTable> t;
+    if (!k.config_table.empty()) {
+      auto text = reg.kernel_tables().find(k.name);
+      if (text == reg.kernel_tables().end()) {
+        return absl::InternalError(absl::StrCat("registration of '", ref->library(), "' lacks kernel ", k.name, "'s table"));
+      }
+      t = ConfigTable::FromJsonText(text->second, to);
+    } else {
+      t = ConfigTable::FromJson(nlohmann::json{{"any", k.configs.front()}}, to);
+    }
+    if (!t.ok()) return absl::InternalError(absl::StrCat("table of ", ref->library(), "/", k.name, ": ", t.status().message()));
+    return std::optional<PythonSide>(PythonSide{k, std::move(*t)});
+  }
+  return Bad(field + ".kernel", absl::StrCat("library '", ref->library(), "' has no kernel '", ref->kernel(),
+                                             "' (has: ", absl::StrJoin(names, ", "), ")"));
+}
+
+// Whether a Python side's kernel runs on `arch` with `acts`.
+absl::Status CheckPythonSide(const std::optional<PythonSide>& side, const v1::KernelRef& ref, const std::string& field,
+                             const std::string& arch, v1::Activations acts) {
+  if (!side) return absl::OkStatus();
+  const auto& archs = side->kernel.archs;
+  if (std::find(archs.begin(), archs.end(), arch) == archs.end()) {
+    return Bad(field, absl::StrCat("kernel ", ref.library(), "/", ref.kernel(), " runs on ", absl::StrJoin(archs, ","),
+                                   ", not on '", arch, "'"));
+  }
+  const std::string mode = acts == v1::ACTIVATIONS_MXFP4_EVEN ? "mxfp4-even" : "bf16";
+  const auto& modes = side->kernel.activations;
+  if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
+    return Bad("spec.activations", absl::StrCat("kernel ", ref.library(), "/", ref.kernel(), " supports ",
+                                                absl::StrJoin(modes, ","), ", not ", mode));
+  }
+  return absl::OkStatus();
+}
+
+// The dedup key's part for a config: its six fields, and the JSON object
+// when it carries more (a Python kernel's tuning keys): tables of the C
+// kernels keep the keys they had before configs carried JSON.
+std::string ConfigKeyWithExtras(const v1::TileConfig& c, const std::string& json) {
+  const std::string extras = ConfigExtras(json, 1 << 20);
+  return extras.empty() ? ConfigKey(c) : absl::StrCat(ConfigKey(c), "{", json, "}");
 }
 
 // Estimated host bytes for one task (x f32 + bf16 with guards, weights,
@@ -219,16 +295,31 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
                                    spec.has_candidate_kernel() ? "spec.candidate_kernel" : "spec.baseline_kernel", o,
                                    libraries);
   if (!cand_ref.ok()) return cand_ref.status();
+  auto base_py = ResolvePythonSide(&*base_ref, "spec.baseline_kernel", libraries);
+  if (!base_py.ok()) return base_py.status();
+  auto cand_py = ResolvePythonSide(&*cand_ref, spec.has_candidate_kernel() ? "spec.candidate_kernel" : "spec.baseline_kernel",
+                                   libraries);
+  if (!cand_py.ok()) return cand_py.status();
+  // A Python kernel's table keeps every key for the kernel (it reads them);
+  // a C kernel's refuses keys it cannot honour.
   std::optional<ConfigTable> base_table, cand_table;
   if (!spec.baseline_table().json().empty()) {
-    auto t = ConfigTable::FromJsonText(spec.baseline_table().json());
+    ConfigTableOptions to;
+    to.allow_unknown_keys = base_py->has_value();
+    auto t = ConfigTable::FromJsonText(spec.baseline_table().json(), to);
     if (!t.ok()) return Bad("spec.baseline_table", std::string(t.status().message()));
     base_table = std::move(*t);
+  } else if (base_py->has_value()) {
+    base_table = (*base_py)->table;
   }
   if (!spec.candidate_table().json().empty()) {
-    auto t = ConfigTable::FromJsonText(spec.candidate_table().json());
+    ConfigTableOptions to;
+    to.allow_unknown_keys = cand_py->has_value();
+    auto t = ConfigTable::FromJsonText(spec.candidate_table().json(), to);
     if (!t.ok()) return Bad("spec.candidate_table", std::string(t.status().message()));
     cand_table = std::move(*t);
+  } else if (cand_py->has_value() && spec.has_candidate_kernel() && spec.baseline_table().json().empty()) {
+    cand_table = (*cand_py)->table;  // a kernel change: each build under its own table
   }
   if (spec.has_candidate_override()) {
     const v1::TileConfig& c = spec.candidate_override();
@@ -244,6 +335,8 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
     const std::string f = absl::StrCat("spec.target_archs[", i, "]");
     if (!o.known_archs.count(archs[i])) return Bad(f, absl::StrCat("unknown arch '", archs[i], "'"));
     if (!seen_archs.insert(archs[i]).second) return Bad(f, absl::StrCat("'", archs[i], "' listed twice"));
+    if (absl::Status st = CheckPythonSide(*base_py, *base_ref, f, archs[i], acts); !st.ok()) return st;
+    if (absl::Status st = CheckPythonSide(*cand_py, *cand_ref, f, archs[i], acts); !st.ok()) return st;
   }
 
   // Expansion.
@@ -299,6 +392,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
         if (bk.kernel().empty()) bk.set_kernel(be->kernel);
         *ts.mutable_baseline_kernel() = bk;
         *ts.mutable_baseline_config() = ToProto(be->config);
+        ts.set_baseline_config_json(be->config.json);
         ts.set_baseline_entry(be->name);
         v1::KernelRef ck = *cand_ref;
         if (ck.library().empty()) ck.set_library(DefaultLibrary(arch));
@@ -311,6 +405,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
           if (!ce.ok()) return Bad("spec.candidate_table", std::string(ce.status().message()));
           if (ck.kernel().empty()) ck.set_kernel(ce->kernel);
           *ts.mutable_candidate_config() = ToProto(ce->config);
+          ts.set_candidate_config_json(ce->config.json);
           ts.set_candidate_entry(ce->name);
         }
         *ts.mutable_candidate_kernel() = ck;
@@ -328,8 +423,8 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
             arch, "|", OpName(s.op()), "|", s.b(), "|", M, "|", s.n(), "|", s.k(), "|", s.layout(), "|", s.strided_x(),
             "|", s.x_pitch_extra(), "|", acts, "|", inputs.x_generator(), "|", inputs.w_generator(), "|",
             inputs.w_scale_rule(), "|", inputs.seed(), "|", tol.atol(), "|", tol.rtol(), "|", tol.max_mismatch_fraction(),
-            "|", reps, "|", bk.library(), "/", bk.kernel(), "@", bk.build_id(), "#", bk.sha256(), "|", ConfigKey(ts.baseline_config()), "|",
-            ck.library(), "/", ck.kernel(), "@", ck.build_id(), "#", ck.sha256(), "|", ConfigKey(ts.candidate_config()),
+            "|", reps, "|", bk.library(), "/", bk.kernel(), "@", bk.build_id(), "#", bk.sha256(), "|", ConfigKeyWithExtras(ts.baseline_config(), ts.baseline_config_json()), "|",
+            ck.library(), "/", ck.kernel(), "@", ck.build_id(), "#", ck.sha256(), "|", ConfigKeyWithExtras(ts.candidate_config(), ts.candidate_config_json()),
             // Plain launches keep the keys they had before launch modes existed.
             launch == v1::LAUNCH_MODE_PDL ? "|launch=pdl" : "",
             cand_launch != launch ? absl::StrCat("|candidate_launch=", cand_launch == v1::LAUNCH_MODE_PDL ? "pdl" : "plain")

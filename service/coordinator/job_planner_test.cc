@@ -3,6 +3,7 @@
 #include <set>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace mxval::coordinator {
 namespace {
@@ -298,6 +299,96 @@ TEST(JobPlanner, TooManyTasksIsResourceExhausted) {
   o.max_tasks_per_job = 5;
   auto plan = PlanJob(GoodSpec(), o);
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// A registered Python kernel library (kernels/python/README.md) with one
+// kernel and an AITER-format table.
+LibraryMap RegisteredPython(const std::string& name, const std::string& build) {
+  v1::KernelLibraryRegistration r;
+  r.set_name(name);
+  r.set_build_id(build);
+  r.set_sha256(std::string(64, 'c'));
+  r.set_format(v1::LIBRARY_FORMAT_PYTHON);
+  r.set_manifest_json(R"({"format": "mxval-python-library-v1", "name": ")" + name + R"(", "build_id": ")" + build +
+                      R"(", "kernels": [{"name": "bmm", "entry": "pkg.bmm:run", "archs": ["cpu", "sm_90a"],
+                      "activations": ["mxfp4-even"], "config_table": "configs/bmm.json"}]})");
+  (*r.mutable_kernel_tables())["bmm"] = R"({
+      "M_LEQ_16": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "NUM_KSPLIT": 2, "waves_per_eu": 2},
+      "any": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "cache_modifier": ".cg"}})";
+  return {{name, r}};
+}
+
+TEST(JobPlanner, PythonLibrariesPlanWithTheirManifestAndTable) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  LibraryMap libs = RegisteredPython("triton_pr", "pr");
+  libs.merge(RegisteredPython("triton_main", "main"));
+  v1::JobSpec s = GoodSpec();  // glm5-tp4, M 1, 64, 1024 on cpu
+  s.set_activations(v1::ACTIVATIONS_MXFP4_EVEN);
+  s.mutable_baseline_kernel()->set_library("triton_main");
+  s.mutable_baseline_kernel()->set_build_id("main");
+  s.mutable_candidate_kernel()->set_library("triton_pr");
+  s.mutable_candidate_kernel()->set_build_id("pr");
+  auto plan = PlanJob(s, o, libs);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->tasks.size(), 6u);
+  const v1::TaskSpec& t = plan->tasks[0].spec;  // kup M=1
+  EXPECT_EQ(t.candidate_kernel().format(), v1::LIBRARY_FORMAT_PYTHON);
+  EXPECT_EQ(t.candidate_kernel().kernel(), "bmm");  // the library's only kernel
+  EXPECT_EQ(t.candidate_kernel().sha256(), std::string(64, 'c'));
+  // Each build under its own declared table, its config passed on verbatim.
+  EXPECT_EQ(t.candidate_entry(), "M_LEQ_16");
+  EXPECT_EQ(t.candidate_config().ksplit(), 2);
+  EXPECT_EQ(nlohmann::json::parse(t.candidate_config_json())["waves_per_eu"], 2);
+  EXPECT_EQ(plan->tasks[2].spec.candidate_entry(), "any");  // M=1024
+  EXPECT_EQ(nlohmann::json::parse(plan->tasks[2].spec.baseline_config_json())["cache_modifier"], ".cg");
+  // A retune of a tuning key alone is different work.
+  v1::JobSpec retune = s;
+  retune.mutable_candidate_kernel()->set_library("triton_main");
+  retune.mutable_candidate_kernel()->set_build_id("main");
+  std::string table = libs.at("triton_main").kernel_tables().at("bmm");
+  retune.mutable_baseline_table()->set_json(table);
+  table.replace(table.find("\"waves_per_eu\": 2"), 17, "\"waves_per_eu\": 3");
+  retune.mutable_candidate_table()->set_json(table);
+  auto rp = PlanJob(retune, o, libs);
+  ASSERT_TRUE(rp.ok()) << rp.status();
+  EXPECT_NE(rp->tasks[0].spec.baseline_config_json(), rp->tasks[0].spec.candidate_config_json());
+  EXPECT_EQ(rp->tasks[0].spec.baseline_config().SerializeAsString(), rp->tasks[0].spec.candidate_config().SerializeAsString());
+  auto same = s;
+  same.mutable_candidate_kernel()->CopyFrom(s.baseline_kernel());
+  auto sp = PlanJob(same, o, libs);
+  ASSERT_TRUE(sp.ok());
+  EXPECT_NE(rp->tasks[0].dedup_key, sp->tasks[0].dedup_key);
+}
+
+TEST(JobPlanner, PythonLibrarySpecMistakesAreRefusedAtSubmit) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  const LibraryMap libs = RegisteredPython("triton_pr", "pr");
+  v1::JobSpec s = GoodSpec();
+  s.set_activations(v1::ACTIVATIONS_MXFP4_EVEN);
+  s.mutable_candidate_kernel()->set_library("triton_pr");
+  s.mutable_candidate_kernel()->set_build_id("pr");
+  ASSERT_TRUE(PlanJob(s, o, libs).ok());
+  auto expect_bad = [&](const v1::JobSpec& spec, const std::string& field, const std::string& needle) {
+    auto p = PlanJob(spec, o, libs);
+    ASSERT_FALSE(p.ok()) << field;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
+    EXPECT_EQ(p.status().message().rfind(field, 0), 0u) << p.status();
+    EXPECT_NE(p.status().message().find(needle), std::string::npos) << p.status();
+  };
+  v1::JobSpec k = s;
+  k.mutable_candidate_kernel()->set_kernel("no_such_kernel");
+  expect_bad(k, "spec.candidate_kernel.kernel", "has no kernel 'no_such_kernel' (has: bmm)");
+  v1::JobSpec a = s;
+  a.add_target_archs("gfx942");
+  expect_bad(a, "spec.target_archs[0]", "runs on cpu,sm_90a, not on 'gfx942'");
+  v1::JobSpec m = s;
+  m.set_activations(v1::ACTIVATIONS_BF16);
+  expect_bad(m, "spec.activations", "supports mxfp4-even, not bf16");
+  // A C kernel's table still refuses a key it cannot honour.
+  v1::JobSpec t = s;
+  t.mutable_baseline_table()->set_json(R"({"M_LEQ_16": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64,
+      "my_key": 1}, "any": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64}})");
+  expect_bad(t, "spec.baseline_table", "unknown config key 'my_key'");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/digest.h"
 #include "kernels/abi/kernel_library.h"
+#include "kernels/dispatch/config_table.h"
+#include "kernels/python/manifest.h"
 
 namespace mxval {
 namespace coordinator {
@@ -17,6 +19,45 @@ absl::Status ValidateRegistration(const v1::KernelLibraryRegistration& r, const 
   if (!IsSha256Hex(r.sha256())) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".sha256: not 64 lowercase hex digits (sha256sum lib", r.name(), ".so)"));
+  }
+  if (!v1::LibraryFormat_IsValid(r.format())) return absl::InvalidArgumentError(absl::StrCat(field, ".format: unknown"));
+  if (r.format() != v1::LIBRARY_FORMAT_PYTHON) {
+    if (!r.manifest_json().empty() || !r.kernel_tables().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".manifest_json: only a Python library (format LIBRARY_FORMAT_PYTHON) has a manifest"));
+    }
+    return absl::OkStatus();
+  }
+  // A Python library: the manifest as the workers will import it, and each
+  // kernel's config table, so jobs are planned (and refused) at submit.
+  if (r.manifest_json().size() > (1 << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".manifest_json: over 1 MiB"));
+  }
+  auto m = python::ParseManifest(r.manifest_json());
+  if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ".manifest_json: ", m.status().message()));
+  if (m->name != r.name() || m->build_id != r.build_id()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".manifest_json: names '", m->name, "' build '", m->build_id,
+                                                   "', the registration '", r.name(), "' build '", r.build_id(), "'"));
+  }
+  for (const python::KernelEntry& k : m->kernels) {
+    if (k.config_table.empty()) continue;
+    auto t = r.kernel_tables().find(k.name);
+    if (t == r.kernel_tables().end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".kernel_tables: no table for kernel '", k.name, "' (its config_table ", k.config_table, ")"));
+    }
+  }
+  for (const auto& [kernel, text] : r.kernel_tables()) {
+    const std::string f = absl::StrCat(field, ".kernel_tables[", kernel.substr(0, 64), "]");
+    bool declared = false;
+    for (const python::KernelEntry& k : m->kernels) declared |= k.name == kernel && !k.config_table.empty();
+    if (!declared) return absl::InvalidArgumentError(absl::StrCat(f, ": the manifest declares no table for it"));
+    if (text.size() > (1 << 20)) return absl::InvalidArgumentError(absl::StrCat(f, ": over 1 MiB"));
+    ConfigTableOptions to;
+    to.allow_unknown_keys = true;
+    if (auto ct = ConfigTable::FromJsonText(text, to); !ct.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(f, ": ", ct.status().message()));
+    }
   }
   return absl::OkStatus();
 }

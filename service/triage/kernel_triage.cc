@@ -96,7 +96,8 @@ v1::KernelTriage ClassifyKernelTask(const KernelTaskFacts& f, const Ownership& o
   const v1::KernelRun& base = r.baseline();
   const v1::KernelRun& cand = r.candidate();
   const bool entry_differs = base.dispatch_entry() != cand.dispatch_entry() ||
-                             task.baseline_config().SerializeAsString() != task.candidate_config().SerializeAsString();
+                             task.baseline_config().SerializeAsString() != task.candidate_config().SerializeAsString() ||
+                             task.baseline_config_json() != task.candidate_config_json();
   const bool kernel_differs = task.baseline_kernel().SerializeAsString() != task.candidate_kernel().SerializeAsString();
   // The launch each side really had: PDL only where it was asked for and
   // the kernel acts on it (the worker records it per run).

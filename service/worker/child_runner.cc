@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
+#include <algorithm>
+
 extern char** environ;
 
 namespace mxval {
@@ -117,6 +119,179 @@ absl::StatusOr<ChildOutcome> RunChild(const ChildOptions& o, const std::string& 
   if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) res.signal = WTERMSIG(status);
   res.success = !res.timed_out && WIFEXITED(status) && res.exit_code == 0;
+  return res;
+}
+
+namespace {
+
+// Spawns argv in its own process group with pipes for stdin, stdout and
+// stderr; returns the pid and the parent's ends.
+absl::Status Spawn(const std::vector<std::string>& args, int* pid, int* in_w, int* out_r, int* err_r) {
+  int in[2], out[2], err[2];
+  if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t p = -1;
+  const int rc = posix_spawn(&p, argv[0], &fa, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  if (rc != 0) {
+    close(in[1]);
+    close(out[0]);
+    close(err[0]);
+    return absl::InternalError(absl::StrCat("spawn ", args[0], ": ", strerror(rc)));
+  }
+  fcntl(in[1], F_SETFL, O_NONBLOCK);
+  *pid = p;
+  *in_w = in[1];
+  *out_r = out[0];
+  *err_r = err[0];
+  return absl::OkStatus();
+}
+
+uint32_t Le32(const std::string& b, size_t at) {
+  return static_cast<uint32_t>(static_cast<unsigned char>(b[at])) |
+         static_cast<uint32_t>(static_cast<unsigned char>(b[at + 1])) << 8 |
+         static_cast<uint32_t>(static_cast<unsigned char>(b[at + 2])) << 16 |
+         static_cast<uint32_t>(static_cast<unsigned char>(b[at + 3])) << 24;
+}
+
+}  // namespace
+
+PersistentChild::PersistentChild(ChildOptions options, int max_tasks)
+    : options_(std::move(options)), max_tasks_(std::max(1, max_tasks)) {
+  // A child that dies while its next task is being written must not take
+  // this process with it (the worker's gRPC ignores SIGPIPE too).
+  signal(SIGPIPE, SIG_IGN);
+}
+
+PersistentChild::~PersistentChild() { Stop(absl::Seconds(5), nullptr); }
+
+absl::Status PersistentChild::Start() {
+  if (options_.argv.empty()) return absl::InvalidArgumentError("argv: empty");
+  tasks_ = 0;
+  return Spawn(options_.argv, &pid_, &in_, &out_, &err_);
+}
+
+void PersistentChild::Stop(absl::Duration grace, ChildOutcome* o) {
+  if (pid_ <= 0) return;
+  if (in_ >= 0) close(in_);
+  in_ = -1;
+  int status = 0;
+  const absl::Time deadline = absl::Now() + grace;
+  pid_t r = 0;
+  while ((r = waitpid(pid_, &status, WNOHANG)) == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  if (r == 0) {
+    kill(-pid_, SIGKILL);
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (o != nullptr) {
+    if (WIFEXITED(status)) o->exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) o->signal = WTERMSIG(status);
+  }
+  if (out_ >= 0) close(out_);
+  if (err_ >= 0) close(err_);
+  pid_ = in_ = out_ = err_ = -1;
+}
+
+absl::StatusOr<ChildOutcome> PersistentChild::Run(const std::string& task_bytes, absl::Duration timeout) {
+  if (pid_ > 0 && tasks_ >= max_tasks_) Stop(absl::Seconds(5), nullptr);
+  if (pid_ <= 0) {
+    if (absl::Status st = Start(); !st.ok()) return st;
+  }
+  ++tasks_;
+  ChildOutcome res;
+  const uint32_t n = static_cast<uint32_t>(task_bytes.size());
+  std::string frame = {static_cast<char>(n), static_cast<char>(n >> 8), static_cast<char>(n >> 16),
+                       static_cast<char>(n >> 24)};
+  frame += task_bytes;
+  size_t written = 0;
+  std::string pending;  // stdout bytes not yet parsed into frames
+  bool done = false, ended = false;
+  const absl::Time deadline = absl::Now() + timeout;
+  char buf[65536];
+  while (!done && !ended) {
+    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left_ms <= 0) {
+      res.timed_out = true;
+      kill(-pid_, SIGKILL);
+      break;
+    }
+    pollfd fds[3];
+    int k = 0;
+    if (written < frame.size()) fds[k++] = {in_, POLLOUT, 0};
+    fds[k++] = {out_, POLLIN, 0};
+    fds[k++] = {err_, POLLIN, 0};
+    if (poll(fds, k, static_cast<int>(std::min<int64_t>(left_ms, 1000))) < 0 && errno != EINTR) break;
+    for (int i = 0; i < k && !done && !ended; ++i) {
+      if (fds[i].revents == 0) continue;
+      if (fds[i].fd == in_) {
+        const ssize_t w = write(in_, frame.data() + written, frame.size() - written);
+        if (w > 0) written += static_cast<size_t>(w);
+        if (w < 0 && errno != EAGAIN) written = frame.size();  // the child is gone: its stdout says how
+        continue;
+      }
+      const ssize_t r = read(fds[i].fd, buf, sizeof(buf));
+      if (r <= 0) {
+        ended = true;  // the child closed its output: it is ending
+        continue;
+      }
+      if (fds[i].fd == err_) {
+        res.stderr_tail.append(buf, static_cast<size_t>(r));
+        if (res.stderr_tail.size() > 2 * options_.stderr_tail_bytes) {
+          res.stderr_tail.erase(0, res.stderr_tail.size() - options_.stderr_tail_bytes);
+        }
+        continue;
+      }
+      pending.append(buf, static_cast<size_t>(r));
+      while (pending.size() >= 4) {
+        const uint32_t len = Le32(pending, 0);
+        if (len == 0) {
+          if (pending.size() < 8) break;
+          res.exit_code = static_cast<int>(Le32(pending, 4));
+          done = true;
+          break;
+        }
+        if (pending.size() < 4 + static_cast<size_t>(len)) break;
+        if (res.out.size() < options_.max_stdout_bytes) res.out.append(pending, 4, len);
+        pending.erase(0, 4 + static_cast<size_t>(len));
+      }
+    }
+  }
+  if (done) {
+    // What the child wrote to stderr before its end frame is already in the
+    // pipe: it belongs to this task, not the next.
+    const int flags = fcntl(err_, F_GETFL);
+    fcntl(err_, F_SETFL, flags | O_NONBLOCK);
+    for (ssize_t r; (r = read(err_, buf, sizeof(buf))) > 0;) res.stderr_tail.append(buf, static_cast<size_t>(r));
+    fcntl(err_, F_SETFL, flags);
+  }
+  if (res.stderr_tail.size() > options_.stderr_tail_bytes) {
+    res.stderr_tail.erase(0, res.stderr_tail.size() - options_.stderr_tail_bytes);
+  }
+  if (done) {
+    res.success = res.exit_code == 0;
+    return res;
+  }
+  // The child ended, or hung and was killed, during the task: reap it and
+  // say how; the next task starts a new one.
+  Stop(res.timed_out ? absl::ZeroDuration() : absl::Seconds(5), &res);
   return res;
 }
 

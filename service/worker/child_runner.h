@@ -35,6 +35,45 @@ struct ChildOptions {
 // INTERNAL only if the child cannot be started at all (pipes, spawn).
 absl::StatusOr<ChildOutcome> RunChild(const ChildOptions& options, const std::string& stdin_bytes);
 
+// A long-lived child that runs one task after another (the Python task
+// child, whose interpreter, PyTorch and device context then start once, not
+// per task). The protocol: for each task the caller's bytes go to the
+// child's stdin as one frame, [u32 length, little-endian][bytes]; the child
+// answers with frames of what a one-shot child writes on stdout, then the end
+// frame [u32 0][i32 exit code]. A child that dies, hangs past the timeout
+// (its process group is killed) or has run `max_tasks` tasks is replaced on
+// the next Run, so a crash or hang still costs only the task it happened in.
+// Not thread-safe: one per executor.
+class PersistentChild {
+ public:
+  // options.timeout is per task (Run's argument); the rest as for RunChild.
+  explicit PersistentChild(ChildOptions options, int max_tasks = 256);
+  ~PersistentChild();  // closes the child's stdin (it exits) and reaps it, killing it after 5 s
+  PersistentChild(const PersistentChild&) = delete;
+  PersistentChild& operator=(const PersistentChild&) = delete;
+
+  // One task. The outcome as RunChild's: `out` holds the payload of the
+  // frames, success means the end frame came with exit code 0; a child that
+  // ended or was killed during the task reports how (signal, exit code,
+  // timed_out) with what it wrote before. INTERNAL only if no child can be
+  // started.
+  absl::StatusOr<ChildOutcome> Run(const std::string& task_bytes, absl::Duration timeout);
+
+  bool running() const { return pid_ > 0; }
+  int tasks_run() const { return tasks_; }  // by the current child
+
+ private:
+  absl::Status Start();
+  // Ends the child: closes its stdin, then waits up to `grace` before
+  // SIGKILLing its process group; fills *o's exit_code / signal if given.
+  void Stop(absl::Duration grace, ChildOutcome* o);
+
+  ChildOptions options_;
+  int max_tasks_;
+  int pid_ = -1, in_ = -1, out_ = -1, err_ = -1;
+  int tasks_ = 0;
+};
+
 }  // namespace worker
 }  // namespace mxval
 

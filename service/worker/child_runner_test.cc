@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include "common/digest.h"
+#include "common/tree_digest.h"
+#include "tests/process_util.h"
 #include "gtest/gtest.h"
 #include "mxval/v1/mxval.pb.h"
 #include "service/worker/child_results.h"
@@ -94,6 +96,130 @@ TEST(ChildRunner, ExitCodeAndStderrTail) {
   EXPECT_NE(bad->stderr_tail.find("TaskSpec"), std::string::npos);
   o.argv = {"/nonexistent/binary"};
   EXPECT_EQ(RunChild(o, "").status().code(), absl::StatusCode::kInternal);
+}
+
+// A serving child in Python speaking PersistentChild's protocol: it echoes
+// each task's bytes with its pid, and crashes, hangs or exits on request.
+ChildOptions EchoServer() {
+  ChildOptions o;
+  o.argv = {"/usr/bin/python3", "-c", R"(
+import os, signal, struct, sys, time
+stdin, out = sys.stdin.buffer, sys.stdout.buffer
+while True:
+    h = stdin.read(4)
+    if len(h) < 4:
+        sys.exit(0)
+    task = stdin.read(struct.unpack("<I", h)[0])
+    print("got", task.decode(), file=sys.stderr, flush=True)
+    if task == b"crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if task == b"hang":
+        time.sleep(600)
+    if task == b"exit":
+        sys.exit(4)
+    reply = task + b"@" + str(os.getpid()).encode()
+    out.write(struct.pack("<I", len(reply)) + reply + struct.pack("<Ii", 0, 7 if task == b"seven" else 0))
+    out.flush()
+)"};
+  o.stderr_tail_bytes = 256;
+  return o;
+}
+
+TEST(PersistentChild, ServesTaskAfterTaskAndReplacesAChildThatCrashedHungOrExited) {
+  PersistentChild child(EchoServer(), /*max_tasks=*/3);
+  auto a = child.Run("one", absl::Seconds(30));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(a->success) << a->Describe() << " " << a->stderr_tail;
+  const std::string pid = a->out.substr(a->out.find('@') + 1);
+  EXPECT_EQ(a->out, "one@" + pid);
+  EXPECT_NE(a->stderr_tail.find("got one"), std::string::npos);
+  auto b = child.Run("two", absl::Seconds(30));
+  ASSERT_TRUE(b.ok() && b->success);
+  EXPECT_EQ(b->out, "two@" + pid);  // the same process
+  EXPECT_EQ(b->stderr_tail.find("got one"), std::string::npos);  // each task's own stderr
+  auto seven = child.Run("seven", absl::Seconds(30));  // a non-zero exit code in the end frame
+  ASSERT_TRUE(seven.ok());
+  EXPECT_FALSE(seven->success);
+  EXPECT_EQ(seven->exit_code, 7);
+  EXPECT_EQ(child.tasks_run(), 3);
+  // After max_tasks, a new child.
+  auto c = child.Run("three", absl::Seconds(30));
+  ASSERT_TRUE(c.ok() && c->success);
+  const std::string pid2 = c->out.substr(c->out.find('@') + 1);
+  EXPECT_NE(pid2, pid);
+  EXPECT_EQ(child.tasks_run(), 1);
+  // A crash is that task's outcome; the next task gets a new child.
+  auto crash = child.Run("crash", absl::Seconds(30));
+  ASSERT_TRUE(crash.ok());
+  EXPECT_FALSE(crash->success);
+  EXPECT_EQ(crash->signal, SIGSEGV);
+  EXPECT_FALSE(child.running());
+  auto d = child.Run("four", absl::Seconds(30));
+  ASSERT_TRUE(d.ok() && d->success) << d->Describe();
+  EXPECT_NE(d->out.substr(d->out.find('@') + 1), pid2);
+  // A hang is killed by the watchdog.
+  auto hang = child.Run("hang", absl::Seconds(2));
+  ASSERT_TRUE(hang.ok());
+  EXPECT_TRUE(hang->timed_out);
+  EXPECT_EQ(hang->signal, SIGKILL);
+  EXPECT_FALSE(child.running());
+  // A child that exits without its end frame: how it ended, not a success.
+  auto ex = child.Run("exit", absl::Seconds(30));
+  ASSERT_TRUE(ex.ok());
+  EXPECT_FALSE(ex->success);
+  EXPECT_EQ(ex->exit_code, 4);
+  auto e = child.Run("five", absl::Seconds(30));
+  ASSERT_TRUE(e.ok() && e->success);
+}
+
+// The real Python task child: mxval_pyhost.py --serve in Debian's python3
+// (PyTorch 1.13, CPU) with libmxval_task.so, running a CPU kernel of the C
+// ABI against the PyTorch example library, task after task in one process.
+TEST(PersistentChild, PythonTaskChildServesCompiledAndPythonKernels) {
+  const std::string kdir = testing_util::PrivateDir();
+  ASSERT_EQ(std::system(("cp -r " MXVAL_SOURCE_DIR "/tests/python_kernels/torch_mxfp4 " + kdir + "/").c_str()), 0);
+  auto sha = TreeSha256(kdir + "/torch_mxfp4");
+  ASSERT_TRUE(sha.ok()) << sha.status();
+  v1::TaskSpec t = Task("mxval-builtin-cpu");
+  t.set_activations(v1::ACTIVATIONS_MXFP4_EVEN);
+  v1::KernelRef* k = t.mutable_candidate_kernel();
+  k->set_library("torch_mxfp4");
+  k->set_kernel("a16wfp4_torch");
+  k->set_build_id("correct");
+  k->set_sha256(*sha);
+  k->set_format(v1::LIBRARY_FORMAT_PYTHON);
+  t.set_candidate_config_json(R"({"BLOCK_SIZE_M":6,"BLOCK_SIZE_N":32,"BLOCK_SIZE_K":64,"NUM_KSPLIT":2})");
+  t.mutable_candidate_config()->set_ksplit(2);
+  ChildOptions o;
+  o.argv = {"/usr/bin/python3", "-I", MXVAL_PYHOST, "--task-lib", MXVAL_TASK_LIB, "--cache-dir", kdir + "/cache",
+            "--serve", "--", "--kernel-dir", kdir, "--scratch-dir", kdir, "--threads", "1"};
+  PersistentChild child(o);
+  for (int i = 0; i < 2; ++i) {
+    t.mutable_inputs()->set_seed(100 + i);
+    auto r = child.Run(t.SerializeAsString(), absl::Seconds(120));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r->success) << r->Describe() << ": " << r->stderr_tail;
+    const std::vector<v1::TaskResult> written = ParseChildResults(r->out);
+    ASSERT_EQ(written.size(), 1u);
+    const v1::TaskResult& res = written[0];
+    EXPECT_EQ(res.baseline().accuracy().verdict(), v1::VERDICT_PASS) << res.baseline().accuracy().reason();
+    EXPECT_EQ(res.candidate().accuracy().verdict(), v1::VERDICT_PASS) << res.candidate().accuracy().reason();
+    EXPECT_EQ(res.candidate().config_json(), t.candidate_config_json());
+    EXPECT_EQ(res.python().interpreter(), "/usr/bin/python3");
+    EXPECT_FALSE(res.python().torch_version().empty());
+    EXPECT_EQ(res.python().backend(), "cpu");
+  }
+  EXPECT_EQ(child.tasks_run(), 2);
+  // A tree that is not the registered one is refused, naming both digests;
+  // the library already imported is not reloaded from disk, so this asks for
+  // a digest it has not loaded.
+  k->set_sha256(std::string(64, 'e'));
+  auto bad = child.Run(t.SerializeAsString(), absl::Seconds(120));
+  ASSERT_TRUE(bad.ok() && bad->success) << bad->Describe() << ": " << bad->stderr_tail;
+  const v1::TaskResult res = ParseChildResults(bad->out).back();
+  EXPECT_EQ(res.candidate().accuracy().verdict(), v1::VERDICT_ERROR);
+  EXPECT_NE(res.candidate().accuracy().reason().find(*sha), std::string::npos) << res.candidate().accuracy().reason();
+  EXPECT_NE(res.candidate().accuracy().reason().find(std::string(64, 'e')), std::string::npos);
 }
 
 }  // namespace

@@ -1,9 +1,17 @@
 #include "service/worker/task_runner.h"
 
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/digest.h"
 #include "common/inputs.h"
+#include "common/tree_digest.h"
 #include "common/stats.h"
 #include "kernels/cpu/cpu_kernel_library.h"
 #include "kernels/mxfp4/quantize.h"
@@ -101,6 +109,8 @@ void FillRates(const CaseData& data, v1::Timing* t) {
 
 void SetTiming(const CaseData& data, const DeviceTiming& timing, v1::KernelRun* out) {
   v1::Timing* t = out->mutable_timing();
+  t->set_graph(timing.graph);
+  t->set_eager_reason(timing.eager_reason);
   t->set_median_us(timing.median_s * 1e6);
   t->set_p10_us(timing.p10_s * 1e6);
   t->set_p90_us(timing.p90_s * 1e6);
@@ -208,23 +218,32 @@ void TimeSides(const CaseData& data, DeviceState& dev, const std::vector<Pending
 // host kernel its timing. A device side that ran is added to `pending`, to be
 // timed with the other side by TimeSides().
 void RunSide(const CaseData& data, const ReferenceOutput& reference, const CheckOptions& co, const v1::KernelRef& ref,
-             const v1::TileConfig& config, const std::string& entry, v1::LaunchMode launch, KernelResolver& kernels,
-             DeviceState& dev, v1::KernelRun* out, std::vector<PendingTiming>* pending) {
+             const v1::TileConfig& config, const std::string& config_json, const std::string& entry,
+             v1::LaunchMode launch, KernelResolver& kernels, DeviceState& dev, v1::KernelRun* out,
+             std::vector<PendingTiming>* pending) {
   *out->mutable_kernel() = ref;
   out->set_launch(v1::LAUNCH_MODE_PLAIN);
   out->set_dispatch_entry(entry);
   *out->mutable_config() = config;
+  out->set_config_json(config_json);
+  // Wall time from here to the end of the correctness run: loading the
+  // library (a Python library's imports) and the first call (a JIT
+  // kernel's compilation) land in it.
+  const absl::Time start = absl::Now();
+  auto first_run_done = [&] { out->set_first_run_seconds(absl::ToDoubleSeconds(absl::Now() - start)); };
   auto kernel = kernels.Resolve(ref);
   if (!kernel.ok()) {
     out->mutable_accuracy()->set_verdict(v1::VERDICT_ERROR);
     out->mutable_accuracy()->set_reason(std::string(kernel.status().message()));
     return;
   }
-  const TileConfig tile = FromProto(config);
+  TileConfig tile = FromProto(config);
+  tile.json = config_json;
   const int32_t kdev = (*kernel)->device;
   v1::Timing* t = out->mutable_timing();
   if (kdev == MXVAL_DEVICE_CPU) {
     auto r = CheckKernel(data, HostAbiKernel(*kernel, tile), co, &reference);
+    first_run_done();
     if (!r.ok()) return SetError(out, r.status().message());
     FillAccuracy(r->accuracy, out->mutable_accuracy());
     t->set_median_us(Percentile(r->kernel_times, 0.5) * 1e6);
@@ -251,6 +270,7 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
         DeviceCase::EffectiveFlags(*kernel, launch == v1::LAUNCH_MODE_PDL ? uint32_t{MXVAL_LAUNCH_PDL} : 0u);
     if (flags & MXVAL_LAUNCH_PDL) out->set_launch(v1::LAUNCH_MODE_PDL);
     auto r = CheckKernel(data, dev.mirror->Kernel(*kernel, tile, flags), once, &reference);
+    first_run_done();
     if (!r.ok()) {
       if (r.status().code() == absl::StatusCode::kInternal) {
         dev.fault = std::string(r.status().message());
@@ -271,8 +291,65 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
 
 }  // namespace
 
-KernelResolver::KernelResolver(std::string kernel_dir, std::string builtin_dir)
-    : dir_(std::move(kernel_dir)), builtin_dir_(std::move(builtin_dir)) {}
+KernelResolver::KernelResolver(std::string kernel_dir, std::string builtin_dir, PythonLibraryLoader python_loader,
+                               std::string scratch_dir)
+    : dir_(std::move(kernel_dir)),
+      builtin_dir_(std::move(builtin_dir)),
+      python_loader_(std::move(python_loader)),
+      scratch_dir_(std::move(scratch_dir)) {}
+
+KernelResolver::~KernelResolver() {
+  for (const std::string& d : copies_) {
+    std::error_code ec;
+    std::filesystem::remove_all(d, ec);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<KernelLibrary>> KernelResolver::OpenPython(const v1::KernelRef& ref) {
+  const std::string& name = ref.library();
+  if (absl::Status st = CheckExternalLibraryName(name); !st.ok()) return st;
+  if (!IsSha256Hex(ref.sha256())) {
+    return absl::InvalidArgumentError(absl::StrCat("library '", name, "': the task carries no valid SHA-256 digest ('",
+                                                   ref.sha256().substr(0, 80), "'); only registered libraries run"));
+  }
+  if (python_loader_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "library '", name, "' is a Python kernel library and this task child runs no interpreter (a worker runs "
+        "such tasks under its --python)"));
+  }
+  if (dir_.empty()) return absl::NotFoundError(absl::StrCat("library '", name, "': this worker has no --kernel-dir"));
+  std::error_code ec;
+  const std::filesystem::path root = std::filesystem::canonical(dir_, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat("kernel directory '", dir_, "': ", ec.message()));
+  const std::filesystem::path src = std::filesystem::canonical(root / name, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat("Python kernel library '", (root / name).string(), "': ", ec.message()));
+  if (src.parent_path() != root || !std::filesystem::is_directory(src)) {
+    return absl::PermissionDeniedError(absl::StrCat("Python kernel library '", (root / name).string(), "' resolves to '",
+                                                    src.string(), "', not a directory inside the kernel directory"));
+  }
+  std::string base = scratch_dir_;
+  if (base.empty()) {
+    const char* t = std::getenv("TMPDIR");
+    base = t != nullptr && *t != '\0' ? t : "/tmp";
+  }
+  std::string tmpl = absl::StrCat(base, "/mxval-pylib-XXXXXX");
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot create a private directory under '", base, "': ", strerror(errno)));
+  }
+  copies_.push_back(tmpl);
+  const std::string copy = absl::StrCat(tmpl, "/", name);
+  auto digest = CopyVerifiedTree(src.string(), copy, ref.sha256());
+  if (!digest.ok()) {
+    return absl::Status(digest.status().code(),
+                        absl::StrCat("Python kernel library '", src.string(), "': ", digest.status().message()));
+  }
+  auto table = python_loader_(copy, name, ref.sha256());
+  if (!table.ok()) {
+    return absl::Status(table.status().code(),
+                        absl::StrCat("Python kernel library '", name, "' did not load: ", table.status().message()));
+  }
+  return KernelLibrary::FromTable(*table);
+}
 
 absl::StatusOr<const mxval_kernel*> KernelResolver::Resolve(const v1::KernelRef& ref) {
   KernelLibrary* lib = nullptr;
@@ -282,7 +359,9 @@ absl::StatusOr<const mxval_kernel*> KernelResolver::Resolve(const v1::KernelRef&
     if (name == key) lib = l.get();
   if (lib == nullptr) {
     absl::StatusOr<std::unique_ptr<KernelLibrary>> opened;
-    if (ref.library() == "mxval-builtin-cpu") {
+    if (ref.format() == v1::LIBRARY_FORMAT_PYTHON) {
+      opened = OpenPython(ref);
+    } else if (ref.library() == "mxval-builtin-cpu") {
       opened = KernelLibrary::FromTable(cpu::CpuKernelLibrary());
     } else if (ref.library() == "mxval-builtin-cuda" || ref.library() == "mxval-builtin-hip") {
       if (builtin_dir_.empty()) {
@@ -365,9 +444,10 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
   if (!reference.ok()) return reference.status();
   DeviceState dev{o.runtime, o.device_timing, nullptr, ""};
   std::vector<PendingTiming> pending;
-  RunSide(*data, *reference, co, task.baseline_kernel(), task.baseline_config(), task.baseline_entry(), task.launch(),
-          kernels, dev, result.mutable_baseline(), &pending);
-  RunSide(*data, *reference, co, task.candidate_kernel(), task.candidate_config(), task.candidate_entry(),
+  RunSide(*data, *reference, co, task.baseline_kernel(), task.baseline_config(), task.baseline_config_json(),
+          task.baseline_entry(), task.launch(), kernels, dev, result.mutable_baseline(), &pending);
+  RunSide(*data, *reference, co, task.candidate_kernel(), task.candidate_config(), task.candidate_config_json(),
+          task.candidate_entry(),
           task.candidate_launch() == v1::LAUNCH_MODE_UNSPECIFIED ? task.launch() : task.candidate_launch(), kernels, dev,
           result.mutable_candidate(), &pending);
   TimeSides(*data, dev, pending);

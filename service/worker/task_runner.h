@@ -21,24 +21,46 @@
 namespace mxval {
 namespace worker {
 
+// Loads a Python kernel library from `dir`, a verified private copy of its
+// tree whose manifest names it `name` and whose tree digest is `sha256`
+// (the host keys its compile cache by it): returns its kernel table (valid for
+// the life of the process). The Python task host provides it
+// (kernels/python/mxval_pyhost.py); errors are the library's (an import
+// error, a manifest naming a missing function).
+using PythonLibraryLoader =
+    std::function<absl::StatusOr<const mxval_kernel_library*>(const std::string& dir, const std::string& name,
+                                                              const std::string& sha256)>;
+
 // Finds kernels by library name: the built-in CPU library; the built-in GPU
 // libraries "mxval-builtin-cuda" / "mxval-builtin-hip"
 // (libmxval_{cuda,hip}_kernels.so in `builtin_dir`, normally <bin>/../lib);
-// and external shared objects lib<name>.so in `kernel_dir`, loaded only when
+// external shared objects lib<name>.so in `kernel_dir`, loaded only when
 // the file's SHA-256 equals the digest the task carries (KernelRef.sha256,
-// stamped by the coordinator from the admin's registration). Each is loaded
-// once and kept open.
+// stamped by the coordinator from the admin's registration); and Python
+// libraries, directories <name>/ in `kernel_dir` (KernelRef.format PYTHON),
+// copied into a private directory under `scratch_dir` while their tree is
+// hashed (common/tree_digest.h), and handed to `python_loader` only when the
+// copy's digest is the registered one: the bytes checked are the bytes
+// imported. Each is loaded once and kept open.
 class KernelResolver {
  public:
-  explicit KernelResolver(std::string kernel_dir = "", std::string builtin_dir = "");
+  explicit KernelResolver(std::string kernel_dir = "", std::string builtin_dir = "",
+                          PythonLibraryLoader python_loader = nullptr, std::string scratch_dir = "");
+  ~KernelResolver();  // removes the private copies
   // NOT_FOUND (naming what exists) for unknown libraries or kernels;
-  // FAILED_PRECONDITION for a library whose build_id differs from the one asked;
+  // FAILED_PRECONDITION for a library whose build_id differs from the one
+  // asked, or a Python library in a child without a Python loader;
   // PERMISSION_DENIED for an external library whose digest differs or that
-  // resolves outside kernel_dir; INVALID_ARGUMENT for a task without a digest.
+  // resolves outside kernel_dir; INVALID_ARGUMENT for a task without a
+  // digest; the loader's error for a Python library that does not load.
   absl::StatusOr<const mxval_kernel*> Resolve(const v1::KernelRef& ref);
 
  private:
+  absl::StatusOr<std::unique_ptr<KernelLibrary>> OpenPython(const v1::KernelRef& ref);
   std::string dir_, builtin_dir_;
+  PythonLibraryLoader python_loader_;
+  std::string scratch_dir_;
+  std::vector<std::string> copies_;
   // Keyed by the requested library name (a table's own name may differ).
   std::vector<std::pair<std::string, std::unique_ptr<KernelLibrary>>> libraries_;
 };

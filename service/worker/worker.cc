@@ -1,5 +1,8 @@
 #include "service/worker/worker.h"
 
+#include <algorithm>
+#include <memory>
+
 #include <unistd.h>
 
 #include <thread>
@@ -9,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "service/worker/child_results.h"
 #include "service/worker/child_runner.h"
+#include "service/worker/python_host.h"
 
 namespace mxval {
 namespace worker {
@@ -59,6 +63,7 @@ absl::Status Worker::Register() {
     for (const v1::DeviceInfo& d : options_.devices) *req.mutable_capabilities()->add_devices() = d;
   }
   for (const auto& lib : options_.libraries) *req.mutable_capabilities()->add_libraries() = lib;
+  if (options_.python.has_value()) *req.mutable_capabilities()->mutable_python() = *options_.python;
   v1::RegisterWorkerResponse resp;
   const grpc::Status st = stub_->RegisterWorker(Ctx(options_.rpc_timeout).get(), req, &resp);
   if (!st.ok()) return absl::UnavailableError(absl::StrCat("register: ", st.error_message()));
@@ -157,6 +162,9 @@ void Worker::Executor(int slot) {
   }
   v1::LeaseTaskResponse next;
   bool have_next = false;
+  // This device's serving Python child (options_.python_serving), started
+  // by its first Python task and ended when the executor returns.
+  std::unique_ptr<PersistentChild> python_child;
   while (!draining_ || have_next) {
     {
       absl::MutexLock l(&mu_);
@@ -188,11 +196,25 @@ void Worker::Executor(int slot) {
     }
     ChildOptions co;
     co.argv = options_.child_argv;
+    const bool python = HasPythonSide(lease.task());
+    if (python && !options_.python_child_argv.empty()) {
+      co.argv = options_.python_child_argv;
+      co.argv.insert(co.argv.end(), options_.child_argv.begin() + std::min<size_t>(2, options_.child_argv.size()),
+                     options_.child_argv.end());
+    }
     if (!options_.device_runtime.empty()) {
       co.argv.insert(co.argv.end(), {"--runtime", options_.device_runtime, "--device", absl::StrCat(index)});
     }
     co.timeout = options_.task_timeout;
-    auto outcome = RunChild(co, lease.task().SerializeAsString());
+    absl::StatusOr<ChildOutcome> outcome = absl::FailedPreconditionError(options_.python_unavailable);
+    if (python && !options_.python_child_argv.empty() && options_.python_serving) {
+      if (python_child == nullptr) {
+        python_child = std::make_unique<PersistentChild>(co, options_.python_tasks_per_child);
+      }
+      outcome = python_child->Run(lease.task().SerializeAsString(), options_.task_timeout);
+    } else if (!python || !options_.python_child_argv.empty()) {
+      outcome = RunChild(co, lease.task().SerializeAsString());
+    }
     v1::TaskResult result;
     bool infra = true;
     std::string detail;

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -34,6 +35,19 @@ struct WorkerOptions {
   std::string device_runtime;
   std::vector<v1::KernelLibraryInfo> libraries;
   std::vector<std::string> child_argv;
+  // Tasks with a side in a Python kernel library run in a Python task child
+  // (python_host.h): this argv prefix (PythonChildArgv, ending with "--"),
+  // then child_argv's flags (after its program and verb). Empty: no usable
+  // interpreter, and such a task is an infrastructure failure saying why
+  // (python_unavailable), so that another worker takes it.
+  std::vector<std::string> python_child_argv;
+  // With python_child_argv naming a serving host (`--serve`): one
+  // long-lived Python child per device runs the device's Python tasks
+  // (PersistentChild), replaced after a crash, a hang or this many tasks.
+  bool python_serving = false;
+  int python_tasks_per_child = 256;
+  std::string python_unavailable = "this worker runs no Python kernel libraries (no --python)";
+  std::optional<v1::PythonEnvironment> python;  // advertised at registration
   // Channel credentials (TLS with a client certificate); null: plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;  // e.g. {"/path/mxval", "__run-task", "--kernel-dir", dir}
   absl::Duration task_timeout = absl::Minutes(10);
