@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,42 @@ std::string RunCell(const v1::KernelRun& r) {
                       ConfigLabel(r.config()), "`",
                       extras.empty() ? "" : absl::StrCat(" `", absl::StrReplaceAll(extras, {{"`", "'"}}), "`"),
                       r.launch() == v1::LAUNCH_MODE_PDL ? " (PDL)" : "");
+}
+
+// Where a job's Python kernels ran, how long their first runs took (imports
+// and JIT compilation: Triton compiles there, not in the timed launches),
+// and which sides were timed with eager launches because their launches
+// could not be captured into a graph (their µs include launch overhead).
+std::string PythonMarkdown(const v1::Job& job) {
+  std::set<std::string> envs;
+  std::vector<double> first;
+  std::map<std::string, int> eager;  // reason -> sides
+  for (const v1::TaskResult& r : job.results()) {
+    if (!r.has_python()) continue;
+    const v1::PythonEnvironment& e = r.python();
+    envs.insert(absl::StrCat("Python ", e.python_version(), ", PyTorch ", e.torch_version().empty() ? "-" : e.torch_version(),
+                             ", Triton ", e.triton_version().empty() ? "-" : e.triton_version(), ", ", e.backend()));
+    for (const v1::KernelRun* k : {&r.baseline(), &r.candidate()}) {
+      if (k->kernel().format() != v1::LIBRARY_FORMAT_PYTHON) continue;
+      first.push_back(k->first_run_seconds());
+      if (!k->timing().eager_reason().empty() && k->timing().median_us() > 0) ++eager[k->timing().eager_reason()];
+    }
+  }
+  if (envs.empty()) return "";
+  std::string out = absl::StrCat("\nPython kernels ran in ", MarkdownEscape(absl::StrJoin(envs, "; ")), ".");
+  if (!first.empty()) {
+    std::sort(first.begin(), first.end());
+    absl::StrAppend(&out, absl::StrFormat(" Their first runs (imports and compilation included) took %.2f s to %.2f s "
+                                          "(median %.2f s) of %d sides.",
+                                          first.front(), first.back(), first[first.size() / 2],
+                                          static_cast<int>(first.size())));
+  }
+  for (const auto& [why, n] : eager) {
+    absl::StrAppend(&out, " ", n, n == 1 ? " side was" : " sides were",
+                    " timed with eager launches, not a graph (launch overhead included): ",
+                    MarkdownEscape(why.substr(0, 300)), ".");
+  }
+  return out + "\n";
 }
 
 // Whether the job asked for PDL on the baseline / candidate side.
@@ -484,7 +521,8 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
                       DisturbedClock(r) ? absl::StrCat(" (", MarkdownEscape(ClockNote(r)), ")") : "", " | ",
                       VerdictText(r.baseline()), " | ", VerdictText(r.candidate()), " |\n");
     }
-    absl::StrAppend(&md, ClockSummaryMarkdown(job), TimingSpreadMarkdown(job), RooflineMarkdown(job));
+    absl::StrAppend(&md, ClockSummaryMarkdown(job), TimingSpreadMarkdown(job), RooflineMarkdown(job),
+                    PythonMarkdown(job));
     bool any_triage = false;
     for (const v1::TaskResult& r : job.results())
       any_triage |= r.triage().triage_class() != v1::TRIAGE_CLASS_PASS &&

@@ -446,6 +446,11 @@ class PythonLibraryE2E(unittest.TestCase):
                         want = "TRIAGE_CLASS_PR_TOUCHED" if r.get("m") == "4" or r.get("m") == 4 else "TRIAGE_CLASS_PASS"
                         self.assertEqual(triage_class(r), want, "%s %s\n%s" % (v, task_name(r), self.describe(results)))
                 summary.append("%s %d/6" % (v, classes.count("TRIAGE_CLASS_PR_TOUCHED")))
+                # The report says where the output is wrong, and where the Python kernels ran.
+                md = run_cli(["get", "--coordinator", self.addr, "--job", job["jobId"], "--format", "markdown"])
+                self.assertIn("first at [b=", md.stdout, v)
+                self.assertIn("Python kernels ran in Python 3.", md.stdout, v)
+                self.assertIn("first runs (imports and compilation included)", md.stdout, v)
         self.note("PR_TOUCHED tasks: " + ", ".join(summary))
 
     def retune_tables(self, expect):

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "service/triage/kernel_triage.h"
 #include "service/triage/triage_config.h"
@@ -187,7 +188,7 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJo
   auto caller = Authorize(ctx, v1::ROLE_SUBMITTER, "SubmitJob", /*rate_limited=*/false);
   if (!caller.ok()) return ToGrpc(caller.status());
   if (req->request_id().size() > 256) return ToGrpc(absl::InvalidArgumentError("request_id: longer than 256 bytes"));
-  auto plan = PlanJob(req->spec(), options_.planner, libraries_->Snapshot());
+  auto plan = PlanJob(req->spec(), options_.planner, libraries_->Snapshot(), PythonPools());
   if (!plan.ok()) {
     if (options_.metrics) options_.metrics->JobRejected(absl::IsInvalidArgument(plan.status()) ? "invalid" : "exhausted");
     return ToGrpc(plan.status());
@@ -323,6 +324,23 @@ grpc::Status Coordinator::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsR
     if (job.ok()) *resp->add_jobs() = std::move(*job);
   }
   return grpc::Status::OK;
+}
+
+std::map<std::string, std::string> Coordinator::PythonPools() const {
+  std::map<std::string, std::set<std::string>> envs;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [id, w] : workers_) {
+      if (!w.capabilities.has_python()) continue;
+      const v1::PythonEnvironment& e = w.capabilities.python();
+      const std::string env = absl::StrCat("python ", e.python_version(), " torch ", e.torch_version(), " triton ",
+                                           e.triton_version(), " ", e.backend());
+      for (const std::string& arch : w.archs) envs[arch].insert(env);
+    }
+  }
+  std::map<std::string, std::string> pools;
+  for (const auto& [arch, set] : envs) pools[arch] = absl::StrJoin(set, ";");
+  return pools;
 }
 
 grpc::Status Coordinator::RegisterWorker(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* req,

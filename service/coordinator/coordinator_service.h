@@ -7,6 +7,7 @@
 #ifndef MXVAL_SERVICE_COORDINATOR_COORDINATOR_SERVICE_H_
 #define MXVAL_SERVICE_COORDINATOR_COORDINATOR_SERVICE_H_
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -141,6 +142,8 @@ class Coordinator final : public v1::ValidationService::Service,
     std::set<std::string> leases;
   };
   v1::WorkerStatus StatusOf(const std::string& id, const WorkerEntry& w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Per arch, the Python environments its registered workers advertise (PlanJob's python_pools).
+  std::map<std::string, std::string> PythonPools() const ABSL_LOCKS_EXCLUDED(mu_);
 
   struct ClientQuota {
     std::optional<TokenBucket> submits, calls;

@@ -155,6 +155,11 @@ absl::Status CheckPythonSide(const std::optional<PythonSide>& side, const v1::Ke
   return absl::OkStatus();
 }
 
+std::string PoolOf(const std::map<std::string, std::string>& pools, const std::string& arch) {
+  auto it = pools.find(arch);
+  return it == pools.end() ? "none" : it->second;
+}
+
 // The dedup key's part for a config: its six fields, and the JSON object
 // when it carries more (a Python kernel's tuning keys): tables of the C
 // kernels keep the keys they had before configs carried JSON.
@@ -201,7 +206,8 @@ PlannerOptions PlannerOptions::WithBuiltinTables() {
   return o;
 }
 
-absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o, const LibraryMap& libraries) {
+absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o, const LibraryMap& libraries,
+                                const std::map<std::string, std::string>& python_pools) {
   // Shapes: explicit ones, then presets.
   std::vector<v1::Shape> shapes;
   for (int i = 0; i < spec.shapes_size(); ++i) {
@@ -428,7 +434,8 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
             // Plain launches keep the keys they had before launch modes existed.
             launch == v1::LAUNCH_MODE_PDL ? "|launch=pdl" : "",
             cand_launch != launch ? absl::StrCat("|candidate_launch=", cand_launch == v1::LAUNCH_MODE_PDL ? "pdl" : "plain")
-                                  : ""));
+                                  : "",
+            base_py->has_value() || cand_py->has_value() ? absl::StrCat("|python=", PoolOf(python_pools, arch)) : ""));
         plan.tasks.push_back(std::move(t));
       }
     }

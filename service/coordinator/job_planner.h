@@ -62,8 +62,15 @@ using LibraryMap = std::map<std::string, v1::KernelLibraryRegistration>;
 // library or a build_id other than the registered one; RESOURCE_EXHAUSTED if
 // the job expands past max_tasks_per_job. Tasks naming an external library
 // carry its registered SHA-256 (KernelRef.sha256; a client's value is ignored).
+//
+// `python_pools`: per arch, the Python environments (interpreter, PyTorch,
+// Triton versions) of the workers that serve it, as one string. A task with
+// a side in a Python library includes its arch's in its dedup key: a result
+// is reused only while the pool that would run the task again is the pool
+// that ran it (a PyTorch or Triton upgrade is new work).
 absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& options,
-                                const LibraryMap& libraries = {});
+                                const LibraryMap& libraries = {},
+                                const std::map<std::string, std::string>& python_pools = {});
 
 }  // namespace coordinator
 }  // namespace mxval

@@ -358,6 +358,17 @@ TEST(JobPlanner, PythonLibrariesPlanWithTheirManifestAndTable) {
   auto sp = PlanJob(same, o, libs);
   ASSERT_TRUE(sp.ok());
   EXPECT_NE(rp->tasks[0].dedup_key, sp->tasks[0].dedup_key);
+  // Another PyTorch / Triton on the arch's workers is other work; a C
+  // kernel's task does not depend on them.
+  auto upgraded = PlanJob(same, o, libs, {{"cpu", "python 3.12.3 torch 2.11.0 triton 3.6.0 cpu"}});
+  ASSERT_TRUE(upgraded.ok());
+  EXPECT_NE(upgraded->tasks[0].dedup_key, sp->tasks[0].dedup_key);
+  EXPECT_EQ(PlanJob(same, o, libs, {{"cpu", "python 3.12.3 torch 2.11.0 triton 3.6.0 cpu"}})->tasks[0].dedup_key,
+            upgraded->tasks[0].dedup_key);
+  auto c_only = PlanJob(GoodSpec(), o, libs);
+  ASSERT_TRUE(c_only.ok());
+  EXPECT_EQ(PlanJob(GoodSpec(), o, libs, {{"cpu", "python 3.12.3 torch 2.11.0 triton 3.6.0 cpu"}})->tasks[0].dedup_key,
+            c_only->tasks[0].dedup_key);
 }
 
 TEST(JobPlanner, PythonLibrarySpecMistakesAreRefusedAtSubmit) {

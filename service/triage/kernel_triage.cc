@@ -26,6 +26,12 @@ std::string RunLine(const char* side, const v1::KernelRun& r) {
                                         a.rel_fro_err(), a.mismatch_count(), a.checked()));
     if (a.nan_count() > 0) absl::StrAppend(&s, ", ", a.nan_count(), " NaN");
     if (a.unwritten_count() > 0) absl::StrAppend(&s, ", ", a.unwritten_count(), " unwritten");
+    // Where the output is wrong: the first elements the checker rejected.
+    for (int i = 0; i < std::min(a.first_mismatches_size(), 2); ++i) {
+      const v1::ElementError& e = a.first_mismatches(i);
+      absl::StrAppend(&s, i == 0 ? "; first at " : ", ",
+                      absl::StrFormat("[b=%d m=%d n=%d] got %.4g want %.4g", e.b(), e.m(), e.n(), e.got(), e.want()));
+    }
     absl::StrAppend(&s, ")");
   }
   return s;
