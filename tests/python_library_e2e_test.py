@@ -240,6 +240,8 @@ class PythonLibraryE2E(unittest.TestCase):
         # Trees made here (a copy of the correct library each, renamed).
         cls._derive("raises", lambda text: cls._replace_once(
             text, "    B, M, K = x.shape\n", '    raise ValueError("boom")\n', before=True))
+        cls._derive("crashes", lambda text: cls._replace_once(
+            text, "    B, M, K = x.shape\n", '    import os, signal; os.kill(os.getpid(), signal.SIGSEGV)\n', before=True))
         cls._derive("tamper", lambda text: text)
         cls._derive("strict", lambda text: text + textwrap.dedent('''
 
@@ -255,7 +257,7 @@ class PythonLibraryE2E(unittest.TestCase):
                         raise ValueError("config object %r: expected %r, got %r" % (config, want, got))
                 return _unchecked_run(x, w, w_scales, y, config=config, **kwargs)
             '''))
-        cls.libs = [LIB] + ["%s_%s" % (LIB, v) for v in VARIANTS] + ["%s_%s" % (LIB, s) for s in ("raises", "tamper", "strict")]
+        cls.libs = [LIB] + ["%s_%s" % (LIB, v) for v in VARIANTS] + ["%s_%s" % (LIB, s) for s in ("raises", "crashes", "tamper", "strict")]
         for name in cls.libs:
             if not os.path.isfile(os.path.join(cls.kdir, name, "mxval_library.json")):
                 raise AssertionError("kernel directory lacks %s/mxval_library.json" % name)
@@ -520,6 +522,25 @@ class PythonLibraryE2E(unittest.TestCase):
             self.assertRegex(reason, r'File ".*gemm\.py", line \d+, in run', name + ": no traceback line in " + reason)
             self.assertEqual(triage_class(r), "TRIAGE_CLASS_PR_TOUCHED", name + "\n" + self.describe(results))
         self.note("6 tasks candidate VERDICT_ERROR 'ValueError: boom' with traceback, PR_TOUCHED")
+
+    def test_d2_crash_is_isolated(self):
+        # A kernel that kills its interpreter (a segfault in a Triton launch,
+        # say) ends only its task's child: every attempt is an infrastructure
+        # failure, the workers go on, and the next job runs in a new child.
+        base, cand = self.ref(LIB), self.ref(LIB + "_crashes")
+        text = job_yaml("e2e d2: run segfaults", base, cand, m_values=(1,))
+        rc, job, err = self.submit("d2", text)
+        self.assertIsNotNone(job, "no report (exit %d): %s" % (rc, err[-2000:]))
+        results = job.get("results", [])
+        self.assertEqual(len(results), 2)
+        for r in results:
+            self.assertEqual(triage_class(r), "TRIAGE_CLASS_INFRA", self.describe(results))
+            details = " ".join(a.get("failureDetail", "") for a in r.get("attempts", []))
+            self.assertIn("signal 11", details, details)
+        after = self.done_job("d2-after", job_yaml("e2e d2: after the crash", base, base), want_rc=0)
+        self.assertEqual({verdict(r.get("candidate")) for r in after}, {"VERDICT_PASS"})
+        self.note("every attempt of the segfaulting kernel INFRA (signal 11); the devices stayed healthy and the "
+                  "next job passed")
 
     def test_e_tree_changed_after_registration(self):
         base, cand = self.ref(LIB), self.ref(LIB + "_tamper")

@@ -268,9 +268,15 @@ void Worker::Executor(int slot) {
     // Ask for the next lease in the same call unless this device is about to
     // stop (draining, or this failure makes it unhealthy).
     bool ask_next = !draining_.load();
+    // A crash or hang of a task that runs a registered library (a pull
+    // request's build: compiled or Python) is that build's doing, not the
+    // device's: it does not count towards marking the device unhealthy, or a
+    // crashing kernel under test would take every device out of service.
+    const bool against_device = infra && lease.task().baseline_kernel().sha256().empty() &&
+                                lease.task().candidate_kernel().sha256().empty();
     {
       absl::MutexLock l(&mu_);
-      if (infra && consecutive_failures_[slot] + 1 >= options_.unhealthy_after) ask_next = false;
+      if (against_device && consecutive_failures_[slot] + 1 >= options_.unhealthy_after) ask_next = false;
     }
     {
       // The next lease counts as running from the moment it is granted, so
@@ -287,7 +293,8 @@ void Worker::Executor(int slot) {
     {
       absl::MutexLock l(&mu_);
       int& fails = consecutive_failures_[slot];
-      fails = infra ? fails + 1 : 0;
+      if (!infra) fails = 0;
+      if (against_device) ++fails;
       if (fails >= options_.unhealthy_after && options_.devices[slot].healthy()) {
         options_.devices[slot].set_healthy(false);
         now_unhealthy = true;

@@ -3,8 +3,9 @@
 // task in an isolated child process (child_runner) and reports the result;
 // a heartbeat thread renews running leases. A crash, hang or kill of the
 // child is reported as an infrastructure failure and the worker goes on; a
-// device with `unhealthy_after` consecutive infrastructure failures stops
-// taking work and is re-advertised as unhealthy. Drain() (SIGTERM) stops
+// device with `unhealthy_after` consecutive infrastructure failures of tasks
+// that run only mxval's own kernels stops taking work and is re-advertised
+// as unhealthy (a registered library's crash is blamed on it, not the device). Drain() (SIGTERM) stops
 // leasing, lets running tasks finish and report, then Run() returns.
 #ifndef MXVAL_SERVICE_WORKER_WORKER_H_
 #define MXVAL_SERVICE_WORKER_WORKER_H_

@@ -152,9 +152,10 @@ TEST_F(WorkerTest, CrashingKernelIsInfraAndTheWorkerGoesOn) {
 }
 
 TEST_F(WorkerTest, RepeatedInfraFailuresMarkTheDeviceUnhealthy) {
-  auto w = NewWorker("w1", /*unhealthy_after=*/2);
+  // Children that die on mxval's own kernels: the device is suspect.
+  auto w = NewWorker("w1", /*unhealthy_after=*/2, {"/bin/sh", "-c", "kill -SEGV $$"});
   std::thread t([&] { EXPECT_TRUE(w->Run().ok()); });
-  Submit(true, 1);
+  Submit(false, 1);
   t.join();  // the only device went unhealthy: Run() returns
   EXPECT_FALSE(w->device_healthy(0));
   v1::ListWorkersResponse lw;
@@ -162,6 +163,23 @@ TEST_F(WorkerTest, RepeatedInfraFailuresMarkTheDeviceUnhealthy) {
   ASSERT_TRUE(coordinator_->ListWorkers(&ctx, nullptr, &lw).ok());
   ASSERT_EQ(lw.workers_size(), 1);
   EXPECT_FALSE(lw.workers(0).capabilities().devices(0).healthy());
+}
+
+TEST_F(WorkerTest, ACrashingLibraryUnderTestDoesNotTakeTheDeviceOutOfService) {
+  // A registered library (a pull request's build) whose kernel segfaults:
+  // every attempt is an infrastructure failure, but the device stays
+  // healthy and runs the next job.
+  auto w = NewWorker("w1", /*unhealthy_after=*/2);
+  std::thread t([&] { EXPECT_TRUE(w->Run().ok()); });
+  const v1::Job crashed = WaitDone(Submit(true, 2));
+  for (const v1::TaskResult& r : crashed.results()) EXPECT_EQ(r.triage().triage_class(), v1::TRIAGE_CLASS_INFRA);
+  EXPECT_GE(w->infra_failures(), 2);
+  EXPECT_TRUE(w->device_healthy(0));
+  const v1::Job fine = WaitDone(Submit(false, 1));
+  ASSERT_EQ(fine.results_size(), 2);
+  for (const v1::TaskResult& r : fine.results()) EXPECT_EQ(r.candidate().accuracy().verdict(), v1::VERDICT_PASS);
+  w->Drain();
+  t.join();
 }
 
 // What a child's checkpoint holds: both sides passed and timed at 12.5 us,
