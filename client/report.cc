@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
@@ -48,7 +47,7 @@ std::string RunCell(const v1::KernelRun& r) {
   const std::string extras = ConfigExtras(r.config_json());
   return absl::StrCat(MarkdownEscape(r.kernel().kernel().empty() ? "(table)" : r.kernel().kernel()), " `",
                       ConfigLabel(r.config()), "`",
-                      extras.empty() ? "" : absl::StrCat(" `", absl::StrReplaceAll(extras, {{"`", "'"}}), "`"),
+                      extras.empty() ? "" : absl::StrCat(" ", MarkdownEscape(extras)),
                       r.launch() == v1::LAUNCH_MODE_PDL ? " (PDL)" : "");
 }
 

@@ -50,8 +50,31 @@ absl::StatusOr<std::vector<ConfigTable::Bucket>> ConfigTable::ParseBuckets(const
   return buckets;
 }
 
+namespace {
+
+// Depth of a JSON value, counted without recursion (a job's table comes from
+// any submitter; copying or printing a deeply nested value recurses).
+int Depth(const nlohmann::json& root) {
+  int deepest = 0;
+  std::vector<std::pair<const nlohmann::json*, int>> stack = {{&root, 1}};
+  while (!stack.empty()) {
+    auto [v, d] = stack.back();
+    stack.pop_back();
+    deepest = std::max(deepest, d);
+    if (d > ConfigTable::kMaxDepth) break;
+    if (v->is_structured())
+      for (const auto& child : *v) stack.push_back({&child, d + 1});
+  }
+  return deepest;
+}
+
+}  // namespace
+
 absl::StatusOr<ConfigTable> ConfigTable::FromJson(const nlohmann::json& j, const ConfigTableOptions& o) {
   if (!j.is_object()) return absl::InvalidArgumentError("config table: top level must be a JSON object");
+  if (Depth(j) > kMaxDepth) {
+    return absl::InvalidArgumentError(absl::StrCat("config table: nested deeper than ", kMaxDepth, " levels"));
+  }
   ConfigTable t;
   // AITER's flat file: only bucket keys at the top level.
   bool flat = !j.empty();

@@ -54,6 +54,10 @@ struct ConfigTableOptions {
 
 class ConfigTable {
  public:
+  // Tables nested deeper are refused (a config value is a scalar or a small
+  // list; a deep one is an attack on whoever copies or prints it).
+  static constexpr int kMaxDepth = 16;
+
   // INVALID_ARGUMENT (naming the JSON path) for malformed tables: bad bucket
   // names, duplicate thresholds, unknown config keys (unless allowed),
   // neither an ops object nor AITER's flat buckets.

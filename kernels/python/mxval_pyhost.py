@@ -219,30 +219,43 @@ class Library:
             raise ValueError(f"mxval_library.json names the library '{manifest.get('name')}', the task '{name}'")
         self.name = name
         self.paths = [os.path.realpath(os.path.join(self.root, p)) for p in manifest.get("python_paths", ["."])]
+        for p in self.paths:
+            if p != self.root and not p.startswith(self.root + os.sep):
+                raise ImportError(f"python_paths entry '{p}' is outside the library's tree")
         self.cache_dir = os.path.join(host.cache_dir, f"{name}-{sha256[:16]}") if host.cache_dir else ""
         self.modules = {}
         self.activate()
-        before = set(sys.modules)
-        self.kernels = []
-        for k in manifest["kernels"]:
-            self.kernels.append(PyKernel(self, k))
-        for mod in set(sys.modules) - before:
-            if self.owns(sys.modules[mod]):
-                self.modules[mod] = sys.modules[mod]
+        try:
+            self.kernels = [PyKernel(self, k) for k in manifest["kernels"]]
+        finally:
+            self.collect_modules()
         self.table = self.build_table(manifest)
 
     def owns(self, module):
-        path = getattr(module, "__file__", None) or ""
-        return bool(path) and os.path.realpath(path).startswith(self.root + os.sep)
+        """Whether `module` (a module or a package, namespace packages too) was imported from this tree."""
+        paths = [getattr(module, "__file__", None) or ""] + list(getattr(module, "__path__", None) or [])
+        return any(p and (os.path.realpath(p) + os.sep).startswith(self.root + os.sep) for p in paths)
+
+    def collect_modules(self):
+        """Takes every module imported from this tree (at load, or lazily by a kernel since) into self.modules."""
+        for name, mod in list(sys.modules.items()):
+            if mod is not None and self.owns(mod):
+                self.modules[name] = mod
 
     def activate(self):
         if Library.active is self:
             return
         other = Library.active
         if other is not None:
+            other.collect_modules()
             for mod in other.modules:
                 sys.modules.pop(mod, None)
             sys.path[:] = [p for p in sys.path if p not in other.paths]
+        # No module of another library's tree may stay importable under this one's names.
+        for lib in self.host.libraries:
+            if lib is not self:
+                for name in [n for n, m in sys.modules.items() if m is not None and lib.owns(m)]:
+                    sys.modules.pop(name, None)
         sys.modules.update(self.modules)
         sys.path[0:0] = [p for p in self.paths if p not in sys.path]
         if self.cache_dir:
@@ -283,7 +296,7 @@ class PyKernel:
         self.fn_can = resolve(spec["can_implement"], lib.root, "can_implement") if spec.get("can_implement") else None
         self.fn_ws = resolve(spec["workspace_size"], lib.root, "workspace_size") if spec.get("workspace_size") else None
         self.configs = {}
-        self.workspace_error = None
+        self.workspace_error = None  # workspace_size's exception for the current call's problem, if it raised
         self.c_can_implement = ENTRY(self.can_implement)
         self.c_workspace_size = WORKSPACE(self.workspace_size)
         self.c_run = ENTRY(self.run)
@@ -331,6 +344,7 @@ class PyKernel:
             return 1
 
     def workspace_size(self, args, cfg):
+        self.workspace_error = None
         try:
             self.lib.activate()
             if self.fn_ws is None:
@@ -407,6 +421,11 @@ class Host:
         """Forgets the views of the last task's buffers (they are freed)."""
         if self.views is not None:
             self.views.cache.clear()
+
+    def after_task(self):
+        """Gives the device memory PyTorch cached for this task back: between tasks the device is not ours."""
+        if self.runtime and self.torch is not None:
+            self.torch.cuda.empty_cache()
 
     def stream(self, handle):
         """The PyTorch stream over mxval's stream handle (None on the CPU)."""
@@ -517,6 +536,14 @@ def main(argv):
                                           ctypes.POINTER(ctypes.c_int)]
     lib.mxval_task_child_run.restype = ctypes.c_int
     lib.mxval_task_child_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+    lib.mxval_task_child_close.argtypes = [ctypes.c_void_p]
+    # PyTorch first: an interpreter that cannot import it (or see the GPU)
+    # ends here, before any task, which the worker reports as its own failure.
+    try:
+        host.ensure_torch()
+    except BaseException:
+        print("mxval_pyhost: " + exception_text(), file=sys.stderr)
+        return 3
     code = ctypes.c_int(0)
     ctx = lib.mxval_task_child_open(len(child), c_args, loader, env, ctypes.byref(code))
     if not ctx:
@@ -525,13 +552,17 @@ def main(argv):
     while True:
         header = read_exact(stdin, 4)
         if header is None:
-            return 0  # the worker closed stdin: done
+            lib.mxval_task_child_close(ctx)  # the worker closed stdin: done (removes the verified copies)
+            return 0
         n = int.from_bytes(header, "little")
         task = read_exact(stdin, n)
         if task is None:
             return 3
         host.new_task()
-        lib.mxval_task_child_run(ctx, task, n, results_fd)
+        rc = lib.mxval_task_child_run(ctx, task, n, results_fd)
+        if rc != 0:
+            return rc  # the worker replaces this child (a failed task, or a device that faulted)
+        host.after_task()
 
 
 def read_exact(f, n):

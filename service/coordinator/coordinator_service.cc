@@ -331,7 +331,8 @@ std::map<std::string, std::string> Coordinator::PythonPools() const {
   {
     absl::MutexLock l(&mu_);
     for (const auto& [id, w] : workers_) {
-      if (!w.capabilities.has_python()) continue;
+      // Workers that are gone no longer say which environment runs a task.
+      if (!w.capabilities.has_python() || StatusOf(id, w).state() == v1::WORKER_STATE_LOST) continue;
       const v1::PythonEnvironment& e = w.capabilities.python();
       const std::string env = absl::StrCat("python ", e.python_version(), " torch ", e.torch_version(), " triton ",
                                            e.triton_version(), " ", e.backend());

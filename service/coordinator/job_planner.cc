@@ -72,6 +72,7 @@ absl::StatusOr<v1::KernelRef> ResolveKernelRef(const v1::KernelRef& k, const std
                                                const PlannerOptions& o, const LibraryMap& libraries) {
   v1::KernelRef out = k;
   out.clear_sha256();
+  out.clear_format();  // both come from the registration, never from the client
   if (k.library().empty() || o.builtin_libraries.count(k.library())) return out;
   auto it = libraries.find(k.library());
   if (it == libraries.end()) {
@@ -104,7 +105,9 @@ struct PythonSide {
 absl::StatusOr<std::optional<PythonSide>> ResolvePythonSide(v1::KernelRef* ref, const std::string& field,
                                                             const LibraryMap& libraries) {
   if (ref->format() != v1::LIBRARY_FORMAT_PYTHON) return std::optional<PythonSide>();
-  const v1::KernelLibraryRegistration& reg = libraries.at(ref->library());
+  auto found = libraries.find(ref->library());
+  if (found == libraries.end()) return Bad(field + ".library", "not a registered Python library");
+  const v1::KernelLibraryRegistration& reg = found->second;
   auto m = python::ParseManifest(reg.manifest_json());
   if (!m.ok()) return absl::InternalError(absl::StrCat("registered manifest of '", ref->library(), "': ", m.status().message()));
   std::vector<std::string> names;

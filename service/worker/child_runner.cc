@@ -201,6 +201,8 @@ void PersistentChild::Stop(absl::Duration grace, ChildOutcome* o) {
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
   }
+  // Whatever the child started (compiler workers, say) goes with it.
+  kill(-pid_, SIGKILL);
   if (o != nullptr) {
     if (WIFEXITED(status)) o->exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) o->signal = WTERMSIG(status);
@@ -212,6 +214,18 @@ void PersistentChild::Stop(absl::Duration grace, ChildOutcome* o) {
 
 absl::StatusOr<ChildOutcome> PersistentChild::Run(const std::string& task_bytes, absl::Duration timeout) {
   if (pid_ > 0 && tasks_ >= max_tasks_) Stop(absl::Seconds(5), nullptr);
+  // A child that ended while idle (killed from outside, say) is replaced
+  // before this task, which must not be blamed for it.
+  if (pid_ > 0) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      kill(-pid_, SIGKILL);
+      close(in_);
+      close(out_);
+      close(err_);
+      pid_ = in_ = out_ = err_ = -1;
+    }
+  }
   if (pid_ <= 0) {
     if (absl::Status st = Start(); !st.ok()) return st;
   }
@@ -276,10 +290,16 @@ absl::StatusOr<ChildOutcome> PersistentChild::Run(const std::string& task_bytes,
   }
   if (done) {
     // What the child wrote to stderr before its end frame is already in the
-    // pipe: it belongs to this task, not the next.
+    // pipe: it belongs to this task, not the next (bounded: a thread of the
+    // child may go on writing).
     const int flags = fcntl(err_, F_GETFL);
     fcntl(err_, F_SETFL, flags | O_NONBLOCK);
-    for (ssize_t r; (r = read(err_, buf, sizeof(buf))) > 0;) res.stderr_tail.append(buf, static_cast<size_t>(r));
+    for (ssize_t r, total = 0; total < (1 << 20) && (r = read(err_, buf, sizeof(buf))) > 0; total += r) {
+      res.stderr_tail.append(buf, static_cast<size_t>(r));
+      if (res.stderr_tail.size() > 2 * options_.stderr_tail_bytes) {
+        res.stderr_tail.erase(0, res.stderr_tail.size() - options_.stderr_tail_bytes);
+      }
+    }
     fcntl(err_, F_SETFL, flags);
   }
   if (res.stderr_tail.size() > options_.stderr_tail_bytes) {
@@ -287,6 +307,9 @@ absl::StatusOr<ChildOutcome> PersistentChild::Run(const std::string& task_bytes,
   }
   if (done) {
     res.success = res.exit_code == 0;
+    // A child that reported a failure, or must retire (its device faulted),
+    // serves no further task.
+    if (res.exit_code != 0) Stop(absl::Seconds(5), nullptr);
     return res;
   }
   // The child ended, or hung and was killed, during the task: reap it and

@@ -89,6 +89,8 @@ absl::Status TaskChild::Run(const std::string& bytes, std::ostream& out) {
   // The delimited TaskResults (child_results.h): the checkpoint before the
   // roofline, then the whole result.
   TaskRunnerOptions o = options_;
+  device_faulted_ = false;
+  o.device_faulted = &device_faulted_;
   bool written = WriteChildResultsHeader(out);
   o.on_checked = [&](const v1::TaskResult& checkpoint) {
     v1::TaskResult c = checkpoint;

@@ -44,6 +44,9 @@ class TaskChild {
   // INVALID_ARGUMENT when `task` is not a TaskSpec; RunTask's errors; INTERNAL
   // when `out` fails.
   absl::Status Run(const std::string& task, std::ostream& out);
+  // Whether the last task's device faulted: the device context is unusable
+  // and the child must end (a serving child says so with kRetireExitCode).
+  bool device_faulted() const { return device_faulted_; }
 
  private:
   TaskChild() = default;
@@ -52,7 +55,12 @@ class TaskChild {
   std::unique_ptr<ClockReader> clocks_;
   std::unique_ptr<KernelResolver> kernels_;
   TaskRunnerOptions options_;
+  bool device_faulted_ = false;
 };
+
+// The exit code a serving child's end frame carries when the task's results
+// were written but the child must not run another task (its device faulted).
+inline constexpr int kRetireExitCode = 4;
 
 // The exit code of a child that ended with `st`: 0 for OK, 2 for a caller's
 // mistake (bad flags or input), 3 otherwise.

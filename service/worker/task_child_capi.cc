@@ -140,7 +140,9 @@ __attribute__((visibility("default"))) void* mxval_task_child_open(int argc, con
 
 // Runs the serialized TaskSpec task[0..task_len) and writes its results to
 // out_fd as frames ([u32 length][bytes] each, little-endian), then the end
-// frame [u32 0][i32 exit code]. Returns the exit code (0: results written).
+// frame [u32 0][i32 exit code]. Returns the exit code: 0 when the results
+// were written; kRetireExitCode when they were but the device faulted, and
+// the host must end (the worker starts a new child for the next task).
 __attribute__((visibility("default"))) int mxval_task_child_run(void* child, const char* task, size_t task_len,
                                                                 int out_fd) {
   auto* c = static_cast<mxval::worker::TaskChild*>(child);
@@ -152,6 +154,7 @@ __attribute__((visibility("default"))) int mxval_task_child_run(void* child, con
     if (!st.ok()) std::cerr << "mxval task child: " << st.message() << "\n";
     out.flush();
     rc = mxval::worker::TaskChildExitCode(st);
+    if (rc == 0 && c->device_faulted()) rc = mxval::worker::kRetireExitCode;
   }
   const uint32_t u = static_cast<uint32_t>(rc);
   const char end[8] = {0, 0, 0, 0, static_cast<char>(u), static_cast<char>(u >> 8), static_cast<char>(u >> 16),

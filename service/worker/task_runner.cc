@@ -451,6 +451,7 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
           task.candidate_launch() == v1::LAUNCH_MODE_UNSPECIFIED ? task.launch() : task.candidate_launch(), kernels, dev,
           result.mutable_candidate(), &pending);
   TimeSides(*data, dev, pending);
+  if (o.device_faulted != nullptr) *o.device_faulted = !dev.fault.empty();
   // The device's ceilings, measured after the timings on a device that did
   // not fault: each timed device side gets its floor and fraction. Like the
   // timings, they wait first (at most settle_max) for the board to come off

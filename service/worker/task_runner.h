@@ -86,6 +86,9 @@ struct TaskRunnerOptions {
   // out at once, so that a crash inside the roofline's cuBLAS does not
   // take the task's checks with it.
   std::function<void(const v1::TaskResult&)> on_checked;
+  // Set to whether the device faulted during the task (its context is then
+  // unusable: a serving child must not run another task on it).
+  bool* device_faulted = nullptr;
 };
 
 // The result's DeviceRoofline from `r`, and each of `device_sides` (timed,

@@ -1,6 +1,8 @@
 #include "service/worker/worker.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 #include <unistd.h>
@@ -154,6 +156,17 @@ bool Worker::Report(const std::string& lease_id, const v1::TaskResult& result, i
   }
 }
 
+namespace {
+
+// Empties `dir` (a serving child's scratch directory after the child ended).
+void ClearDirectory(const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) std::filesystem::remove_all(e.path(), ec);
+}
+
+}  // namespace
+
 void Worker::Executor(int slot) {
   int index;
   {
@@ -163,8 +176,21 @@ void Worker::Executor(int slot) {
   v1::LeaseTaskResponse next;
   bool have_next = false;
   // This device's serving Python child (options_.python_serving), started
-  // by its first Python task and ended when the executor returns.
+  // by its first Python task and ended when the executor returns, and its
+  // scratch directory, removed then.
   std::unique_ptr<PersistentChild> python_child;
+  std::string python_scratch;
+  struct RemoveScratch {
+    std::unique_ptr<PersistentChild>& child;
+    std::string& dir;
+    ~RemoveScratch() {
+      child.reset();
+      if (!dir.empty()) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+      }
+    }
+  } remove_scratch{python_child, python_scratch};
   while (!draining_ || have_next) {
     {
       absl::MutexLock l(&mu_);
@@ -209,9 +235,18 @@ void Worker::Executor(int slot) {
     absl::StatusOr<ChildOutcome> outcome = absl::FailedPreconditionError(options_.python_unavailable);
     if (python && !options_.python_child_argv.empty() && options_.python_serving) {
       if (python_child == nullptr) {
+        // The serving child copies library trees here; it ends without
+        // cleaning up (os._exit, SIGKILL), so the worker does.
+        std::string tmpl = absl::StrCat(std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp",
+                                        "/mxval-worker-XXXXXX");
+        if (mkdtemp(tmpl.data()) != nullptr) {
+          python_scratch = tmpl;
+          co.argv.insert(co.argv.end(), {"--scratch-dir", python_scratch});
+        }
         python_child = std::make_unique<PersistentChild>(co, options_.python_tasks_per_child);
       }
       outcome = python_child->Run(lease.task().SerializeAsString(), options_.task_timeout);
+      if (!python_child->running()) ClearDirectory(python_scratch);
     } else if (!python || !options_.python_child_argv.empty()) {
       outcome = RunChild(co, lease.task().SerializeAsString());
     }
