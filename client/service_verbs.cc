@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <fstream>
 #include <thread>
@@ -19,7 +20,6 @@
 #include "kernels/abi/kernel_library.h"
 #include "service/auth/auth.h"
 #include "service/auth/tls_front.h"
-#include <filesystem>
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "service/triage/log_triage.h"
@@ -795,6 +795,9 @@ namespace {
 // given, must be the manifest's.
 absl::StatusOr<v1::KernelLibraryRegistration> PythonRegistration(const std::string& dir, const std::string& name,
                                                                   const std::string& build_id) {
+  // The digest's walk first: it refuses symlinks and special files anywhere
+  // in the tree, so the files read below are the tree's own regular files.
+  MXVAL_ASSIGN_OR_RETURN(std::string sha, TreeSha256(dir));
   MXVAL_ASSIGN_OR_RETURN(const python::Manifest m, python::LoadManifest(dir));
   if (!name.empty() && name != m.name) {
     return absl::InvalidArgumentError(absl::StrCat("--name '", name, "' but the manifest names '", m.name, "'"));
@@ -811,10 +814,12 @@ absl::StatusOr<v1::KernelLibraryRegistration> PythonRegistration(const std::stri
   for (const python::KernelEntry& k : m.kernels) {
     if (k.config_table.empty()) continue;
     const std::string path = absl::StrCat(dir, "/", k.config_table);
-    MXVAL_ASSIGN_OR_RETURN(std::string table, ReadFileBytes(path));
-    if (table.size() > (1 << 20)) {
-      return absl::InvalidArgumentError(absl::StrCat(k.config_table, ": ", table.size(), " bytes (at most 1 MiB)"));
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec || size > python::kMaxManifestBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(k.config_table, ": ", ec ? ec.message() : "over 1 MiB"));
     }
+    MXVAL_ASSIGN_OR_RETURN(std::string table, ReadFileBytes(path));
     ConfigTableOptions to;
     to.allow_unknown_keys = true;
     if (auto t = ConfigTable::FromJsonText(table, to); !t.ok()) {
@@ -822,7 +827,6 @@ absl::StatusOr<v1::KernelLibraryRegistration> PythonRegistration(const std::stri
     }
     (*reg.mutable_kernel_tables())[k.name] = table;
   }
-  MXVAL_ASSIGN_OR_RETURN(std::string sha, TreeSha256(dir));
   reg.set_sha256(sha);
   return reg;
 }

@@ -1,5 +1,7 @@
 #include "kernels/python/manifest.h"
 
+#include "kernels/dispatch/tile_config.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -266,6 +268,11 @@ absl::StatusOr<std::vector<json>> Configs(const json& v, absl::string_view field
       if (b == nullptr || !b->is_number_unsigned() || b->get<uint64_t>() == 0) {
         return Bad(Sub(At(field, i), key), b == nullptr ? "missing" : "must be a positive integer");
       }
+    }
+    // Then as a job's table entry is checked (tile_config.h): the planner
+    // must be able to plan with every config a registered library declares.
+    if (auto t = TileConfigFromJson(c, At(field, i), /*allow_unknown_keys=*/true); !t.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(kManifestFile, ": ", t.status().message()));
     }
     out.push_back(c);
   }

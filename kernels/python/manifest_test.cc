@@ -293,6 +293,11 @@ TEST(Manifest, ConfigRules) {
        "kernels[1].configs[0].BLOCK_SIZE_N", "positive integer"},
       {"BLOCK_SIZE_N string", [](json& j) { j["kernels"][1]["configs"][0]["BLOCK_SIZE_N"] = "64"; },
        "kernels[1].configs[0].BLOCK_SIZE_N", "positive integer"},
+      // Checked as a job's table entry is: the planner could not plan with these.
+      {"BLOCK_SIZE_M too large", [](json& j) { j["kernels"][1]["configs"][0]["BLOCK_SIZE_M"] = 8192; },
+       "kernels[1].configs[0]", "BLOCK_SIZE_M must be an integer in [1, 4096]"},
+      {"num_warps a string", [](json& j) { j["kernels"][1]["configs"][1]["num_warps"] = "4"; },
+       "kernels[1].configs[1]", "num_warps must be an integer"},
       {"4097 configs",
        [](json& j) {
          json& c = j["kernels"][1]["configs"];

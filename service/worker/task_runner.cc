@@ -12,6 +12,7 @@
 #include "common/digest.h"
 #include "common/inputs.h"
 #include "common/tree_digest.h"
+#include "kernels/python/manifest.h"
 #include "common/stats.h"
 #include "kernels/cpu/cpu_kernel_library.h"
 #include "kernels/mxfp4/quantize.h"
@@ -342,6 +343,16 @@ absl::StatusOr<std::unique_ptr<KernelLibrary>> KernelResolver::OpenPython(const 
   if (!digest.ok()) {
     return absl::Status(digest.status().code(),
                         absl::StrCat("Python kernel library '", src.string(), "': ", digest.status().message()));
+  }
+  // The copy is the registered tree; its manifest is checked again here so
+  // that the host imports only what the manifest parser accepts.
+  auto manifest = python::LoadManifest(copy);
+  if (!manifest.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("Python kernel library '", name, "': ", manifest.status().message()));
+  }
+  if (manifest->name != name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Python kernel library '", name, "': its manifest names it '", manifest->name, "'"));
   }
   auto table = python_loader_(copy, name, ref.sha256());
   if (!table.ok()) {
