@@ -3,7 +3,7 @@
 # (from the repository root, with build-gpu/ staged by scripts/stage_gpu_bundle.sh):
 #  1. the Triton library tests/python_kernels/triton_mxfp4 against an
 #     independent torch reference on guarded, poisoned buffers: the preset
-#     shapes and RANDOM (default 300) seeded random shapes, both activation
+#     shapes and RANDOM_SHAPES (default 300) seeded random shapes, both activation
 #     modes, each launched on a side stream and replayed from a CUDA graph
 #     (tests/python_kernels/triton_selfcheck.py);
 #  2. its bug variants (make_variants.py): each must fail some case;
@@ -16,7 +16,7 @@
 #     must be classed PR_TOUCHED.
 # Prints a summary last; logs, reports and JSON results under $OUT.
 #   PYTHON  interpreter with PyTorch and Triton (default: python3)
-#   RANDOM  random shapes for step 1 (default 300)
+#   RANDOM_SHAPES  random shapes for step 1 (default 300)
 #   STEPS   which steps to run, in this order (default "3 1 2")
 #   T1 T2 T3  seconds allowed to step 1, step 2 and each job of step 3
 #             (defaults 150, 80, 90): the summary comes back even when
@@ -24,7 +24,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
-RANDOM_SHAPES="${RANDOM:-300}"
+RANDOM_SHAPES="${RANDOM_SHAPES:-300}"
 STEPS="${STEPS:-3 1 2}"
 . scripts/gpu_service_common.sh
 LIB=tests/python_kernels/triton_mxfp4

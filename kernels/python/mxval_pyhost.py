@@ -233,8 +233,15 @@ class Library:
 
     def owns(self, module):
         """Whether `module` (a module or a package, namespace packages too) was imported from this tree."""
-        paths = [getattr(module, "__file__", None) or ""] + list(getattr(module, "__path__", None) or [])
-        return any(p and (os.path.realpath(p) + os.sep).startswith(self.root + os.sep) for p in paths)
+        try:  # modules are any objects in sys.modules (PyTorch's torch.classes has a __path__ that is no list)
+            paths = [getattr(module, "__file__", None)]
+            search = getattr(module, "__path__", None)
+            if search is not None and not isinstance(search, (str, bytes)):
+                paths += list(search)
+        except Exception:
+            return False
+        return any(isinstance(p, str) and p and (os.path.realpath(p) + os.sep).startswith(self.root + os.sep)
+                   for p in paths)
 
     def collect_modules(self):
         """Takes every module imported from this tree (at load, or lazily by a kernel since) into self.modules."""
@@ -474,9 +481,10 @@ def torch_backend():
         with open(os.path.join(list(spec.submodule_search_locations)[0], "version.py"), encoding="utf-8") as f:
             for line in f:
                 key, sep, value = line.partition("=")
-                if sep and key.strip() in ("cuda", "hip"):
+                key = key.split(":")[0].strip()  # `cuda: Optional[str] = '13.0'` in newer PyTorch
+                if sep and key in ("cuda", "hip"):
                     value = value.split("#")[0].strip().strip("'\"")
-                    fields[key.strip()] = "" if value == "None" else value
+                    fields[key] = "" if value == "None" else value
     except OSError:
         return "unknown"
     if fields.get("hip"):

@@ -26,8 +26,21 @@ std::string ChildOutcome::Describe() const {
   return "exit code 0";
 }
 
+namespace {
+
+// A child that exits before reading all of its stdin must not take this
+// process with it: the write fails with EPIPE instead of raising SIGPIPE
+// (the worker's gRPC ignores it too; a test or tool may not have set that up).
+void IgnoreSigpipe() {
+  static const bool once = [] { return signal(SIGPIPE, SIG_IGN) != SIG_ERR; }();
+  (void)once;
+}
+
+}  // namespace
+
 absl::StatusOr<ChildOutcome> RunChild(const ChildOptions& o, const std::string& stdin_bytes) {
   if (o.argv.empty()) return absl::InvalidArgumentError("argv: empty");
+  IgnoreSigpipe();
   int in[2], out[2], err[2];
   if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
     return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
@@ -175,9 +188,7 @@ uint32_t Le32(const std::string& b, size_t at) {
 
 PersistentChild::PersistentChild(ChildOptions options, int max_tasks)
     : options_(std::move(options)), max_tasks_(std::max(1, max_tasks)) {
-  // A child that dies while its next task is being written must not take
-  // this process with it (the worker's gRPC ignores SIGPIPE too).
-  signal(SIGPIPE, SIG_IGN);
+  IgnoreSigpipe();
 }
 
 PersistentChild::~PersistentChild() { Stop(absl::Seconds(5), nullptr); }

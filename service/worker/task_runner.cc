@@ -286,6 +286,12 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
           " (launched with PDL right after a kernel that writes x late and poisons y again: reading x or writing y "
           "before griddepcontrol.wait fails here)"));
     }
+    // A side that computes the wrong function is not timed: its time means
+    // nothing, and a kernel that writes out of bounds can fault the device
+    // while timed beside the other side, whose result would then be lost.
+    if (out->accuracy().verdict() != v1::VERDICT_PASS) {
+      return AppendReason(out, "not timed: it failed its correctness check");
+    }
     pending->push_back(PendingTiming{*kernel, tile, flags, co.repetitions, out});
   }
 }

@@ -297,9 +297,10 @@ def add_random_presets(n, seed):
     for i in range(n):
         K = 32 * rng.randint(1, 24)
         strided = rng.random() < 0.5
+        ks = rng.choice((1, 1, 2)) if strided else 1
         PRESETS["r%d" % i] = dict(
             B=rng.choice((1, 2, 3, 16)), N=16 * rng.randint(1, 40), K=K, x="q" if strided else "dense",
-            pitch=K + 32 * rng.randint(1, 4) if strided else None, kstride=rng.choice((1, 1, 2)) if strided else 1,
+            pitch=K * ks + 32 * rng.randint(1, 4) if strided else None, kstride=ks,
             y=rng.choice(("head", "batch")), ms=(rng.choice((rng.randint(1, 16), rng.randint(1, 300), rng.randint(1, 1500))),))
         names.append("r%d" % i)
     return ";".join(names)
