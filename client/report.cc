@@ -74,8 +74,8 @@ std::string PythonMarkdown(const v1::Job& job) {
   std::string out = absl::StrCat("\nPython kernels ran in ", MarkdownEscape(absl::StrJoin(envs, "; ")), ".");
   if (!first.empty()) {
     std::sort(first.begin(), first.end());
-    absl::StrAppend(&out, absl::StrFormat(" Their first runs (imports and compilation included) took %.2f s to %.2f s "
-                                          "(median %.2f s) of %d sides.",
+    absl::StrAppend(&out, absl::StrFormat(" Their first runs (the library's imports in a new child, and JIT "
+                                          "compilation) took %.2f s to %.2f s (median %.2f s) of %d sides.",
                                           first.front(), first.back(), first[first.size() / 2],
                                           static_cast<int>(first.size())));
   }

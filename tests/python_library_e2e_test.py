@@ -452,7 +452,7 @@ class PythonLibraryE2E(unittest.TestCase):
                 md = run_cli(["get", "--coordinator", self.addr, "--job", job["jobId"], "--format", "markdown"])
                 self.assertIn("first at [b=", md.stdout, v)
                 self.assertIn("Python kernels ran in Python 3.", md.stdout, v)
-                self.assertIn("first runs (imports and compilation included)", md.stdout, v)
+                self.assertIn("first runs (the library's imports in a new child, and JIT compilation)", md.stdout, v)
         self.note("PR_TOUCHED tasks: " + ", ".join(summary))
 
     def retune_tables(self, expect):

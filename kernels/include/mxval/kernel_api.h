@@ -41,9 +41,10 @@
  *    kernel runs right after one that writes x late and reads y late.
  *
  * Config objects (version 3). args->config_json is the dispatch entry's
- * config object exactly as the job's table wrote it: JSON text with every
- * key (AITER's BLOCK_SIZE_M ... num_stages, waves_per_eu, cache_modifier,
- * and any key of the library's own), NUL-terminated, valid for the call;
+ * config object as the job's table wrote it: JSON text with every key and
+ * value (AITER's BLOCK_SIZE_M ... num_stages, waves_per_eu, cache_modifier,
+ * and any key of the library's own; re-serialized with sorted keys, the
+ * table's "kernel" key left out), NUL-terminated, valid for the call;
  * NULL when the job gave a bare tile config. `config` carries the six
  * integer fields of the same entry. A kernel that reads only `config` is
  * still correct; one whose configs carry more (a Triton kernel's tuning
