@@ -207,15 +207,34 @@ TEST(Cli, TriageLogsGateOnlyOnTheChange) {
   Result r = Cli({"triage", "--changed-files", d + "/changed_files.txt", "--logs", d + "/logs", "--base-logs",
                   d + "/base", "--ownership", d + "/ownership.yaml"});
   EXPECT_EQ(r.code, 1) << r.err;
-  EXPECT_NE(r.out.find("**1 new failure**, 6 unrelated, 1 unknown"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("**1 new failure**, 6 unrelated, 1 suspicious (untouched path)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("### Caused by this change (PR_TOUCHED): 1"), std::string::npos);
   EXPECT_NE(r.out.find("**gpu-kernel-test**"), std::string::npos);
-  // A change that touches nothing any job covers: nothing gates.
+  EXPECT_NE(r.out.find("confidence; rule `"), std::string::npos) << "each decision names its rule";
+  EXPECT_NE(r.out.find("next step: "), std::string::npos);
+  // A change that touches nothing any job covers: only the failures no
+  // evidence explains (UNTOUCHED_FAILURE) gate, and only under the default gate.
   const std::string none = Tmp("changed_none.txt");
   std::ofstream(none) << "docs/README.md\n";
   r = Cli({"triage", "--changed-files", none, "--logs", d + "/logs", "--base-logs", d + "/base", "--ownership",
            d + "/ownership.yaml"});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("**0 new failures**, 6 unrelated, 2 suspicious (untouched path)"), std::string::npos) << r.out;
+  r = Cli({"triage", "--changed-files", none, "--logs", d + "/logs", "--base-logs", d + "/base", "--ownership",
+           d + "/ownership.yaml", "--fail-on", "pr-touched"});
   EXPECT_EQ(r.code, 0) << r.out;
+  // The change given as a diff alone.
+  const std::string diff = Tmp("change.diff");
+  std::ofstream(diff) << "diff --git a/docs/README.md b/docs/README.md\n--- a/docs/README.md\n+++ b/docs/README.md\n"
+                         "@@ -1 +1 @@\n-a\n+b\n";
+  r = Cli({"triage", "--diff", diff, "--logs", d + "/logs", "--fail-on", "pr-touched"});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  r = Cli({"triage", "--logs", d + "/logs"});
+  EXPECT_EQ(r.code, 2) << "neither --changed-files nor --diff";
+  std::ofstream(Tmp("not.diff")) << "no diff here\n";
+  r = Cli({"triage", "--diff", Tmp("not.diff"), "--logs", d + "/logs"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("diff"), std::string::npos) << r.err;
   // JSON output parses and carries every job.
   r = Cli({"triage", "--changed-files", none, "--logs", d + "/logs", "--ownership", d + "/ownership.yaml", "--format",
            "json"});

@@ -407,6 +407,35 @@ std::string TriageMarkdown(const v1::Job& job) {
   return md;
 }
 
+namespace {
+
+// Inside a code span nothing is interpreted; only a backtick or a newline
+// could end it.
+std::string CodeSpan(const std::string& text) {
+  std::string code = text.substr(0, 240);
+  for (char& ch : code)
+    if (ch == '`' || ch == '\n' || ch == '\r') ch = '\'';
+  return absl::StrCat("`", code, "`");
+}
+
+const char* ConfidenceName(v1::TriageConfidence c) {
+  switch (c) {
+    case v1::TRIAGE_CONFIDENCE_HIGH: return "high";
+    case v1::TRIAGE_CONFIDENCE_MEDIUM: return "medium";
+    case v1::TRIAGE_CONFIDENCE_LOW: return "low";
+    default: return "unrated";
+  }
+}
+
+std::string Lines(const google::protobuf::RepeatedField<int64_t>& lines) {
+  if (lines.empty()) return "";
+  std::vector<std::string> s;
+  for (int64_t l : lines) s.push_back(absl::StrCat(l));
+  return absl::StrCat(lines.size() == 1 ? " (line " : " (lines ", absl::StrJoin(s, ", "), ")");
+}
+
+}  // namespace
+
 std::string LogTriageMarkdown(const v1::TriageLogsResponse& r) {
   std::map<v1::TriageClass, int> n;
   for (const v1::JobTriage& j : r.jobs()) ++n[j.triage_class()];
@@ -416,15 +445,25 @@ std::string LogTriageMarkdown(const v1::TriageLogsResponse& r) {
     absl::StrAppend(&md, "\n### ", ClassHeading(c), ": ", n[c], "\n\n");
     for (const v1::JobTriage& j : r.jobs()) {
       if (j.triage_class() != c) continue;
-      absl::StrAppend(&md, "- **", MarkdownEscape(j.name()), "**: ", MarkdownEscape(j.reason()), "\n");
+      absl::StrAppend(&md, "- **", MarkdownEscape(j.name()), "** (", ConfidenceName(j.confidence()), " confidence",
+                      j.decision().empty() ? "" : absl::StrCat("; rule `", j.decision(), "`"), "): ",
+                      MarkdownEscape(j.reason()), "\n");
+      if (!j.matched_lines().empty()) absl::StrAppend(&md, "  - root cause:\n");
       for (const v1::LogLine& l : j.matched_lines()) {
-        // Inside a code span nothing is interpreted; only a backtick or a
-        // newline could end it.
-        std::string code = l.text().substr(0, 240);
-        for (char& ch : code)
-          if (ch == '`' || ch == '\n' || ch == '\r') ch = '\'';
-        absl::StrAppend(&md, "  - line ", l.number(), ": `", code, "`\n");
+        absl::StrAppend(&md, "    - line ", l.number(), ": ", CodeSpan(l.text()), "\n");
       }
+      for (const v1::TriageEvidence& e : j.evidence()) {
+        absl::StrAppend(&md, "  - evidence (", e.kind(), ", ", ConfidenceName(e.strength()), "): ",
+                        MarkdownEscape(e.detail()), Lines(e.lines()), "\n");
+      }
+      if (!j.consequences().empty()) {
+        absl::StrAppend(&md, "  - taken as consequences of the root cause:\n");
+        for (const v1::LogLine& l : j.consequences()) {
+          absl::StrAppend(&md, "    - line ", l.number(), ": ", CodeSpan(l.text()), "\n");
+        }
+      }
+      if (!j.missing().empty()) absl::StrAppend(&md, "  - missing: ", MarkdownEscape(j.missing()), "\n");
+      if (!j.next_step().empty()) absl::StrAppend(&md, "  - next step: ", MarkdownEscape(j.next_step()), "\n");
     }
   }
   return md;

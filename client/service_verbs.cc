@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "client/flags.h"
+#include "client/verb_util.h"
 #include "client/report.h"
 #include "common/digest.h"
 #include "kernels/abi/kernel_library.h"
@@ -46,9 +47,6 @@
 
 namespace mxval {
 namespace {
-
-constexpr int kOk = 0, kFailed = 1, kUsage = 2, kInternal = 3;
-
 
 sigset_t TerminationSignals() {
   sigset_t set;
@@ -140,84 +138,6 @@ absl::Status ServeMetrics(const std::string& listen, const HttpTls& tls, std::sh
   if (tls.on()) out << "metrics over HTTPS\n";
   out.flush();
   return absl::OkStatus();
-}
-
-int Usage(std::ostream& err, const std::string& verb, const std::string& msg) {
-  err << "mxval " << verb << ": " << msg << "\n(see mxval " << verb << " --help)\n";
-  return kUsage;
-}
-
-int ParseFlags(FlagSet& f, const std::vector<std::string>& args, const std::string& verb, std::ostream& out,
-               std::ostream& err) {
-  absl::Status st = f.Parse(args);
-  if (!st.ok()) return Usage(err, verb, std::string(st.message()));
-  if (f.help_requested()) {
-    out << f.Usage();
-    return kOk;
-  }
-  return -1;
-}
-
-std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration d) {
-  auto c = std::make_unique<grpc::ClientContext>();
-  c->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d));
-  return c;
-}
-
-int GrpcExit(std::ostream& err, const std::string& verb, const grpc::Status& st) {
-  err << "mxval " << verb << ": " << st.error_message() << " (" << st.error_code() << ")\n";
-  switch (st.error_code()) {
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::NOT_FOUND:
-    case grpc::StatusCode::UNAUTHENTICATED:    // missing or unknown token, no client certificate
-    case grpc::StatusCode::PERMISSION_DENIED:  // the token's role does not allow the call
-      return kUsage;
-    default:
-      return kInternal;
-  }
-}
-
-// Client credentials from the environment: MXVAL_TLS_CA (the coordinator's
-// CA; enables TLS), MXVAL_TOKEN_FILE or MXVAL_TOKEN (bearer token), and for
-// workers MXVAL_TLS_CERT / MXVAL_TLS_KEY (client certificate). Unset: plaintext.
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EnvCredentials(const std::string& ca_flag = "",
-                                                                        const std::string& cert_flag = "",
-                                                                        const std::string& key_flag = "") {
-  auto env = [](const char* k) { const char* v = std::getenv(k); return std::string(v ? v : ""); };
-  auth::ClientTlsFiles f;
-  f.ca = ca_flag.empty() ? env("MXVAL_TLS_CA") : ca_flag;
-  f.cert = cert_flag.empty() ? env("MXVAL_TLS_CERT") : cert_flag;
-  f.key = key_flag.empty() ? env("MXVAL_TLS_KEY") : key_flag;
-  f.token = env("MXVAL_TOKEN");
-  if (const std::string tf = env("MXVAL_TOKEN_FILE"); !tf.empty()) {
-    std::ifstream in(tf);
-    if (!in) return absl::InvalidArgumentError("MXVAL_TOKEN_FILE: cannot read '" + tf + "'");
-    std::getline(in, f.token);
-    while (!f.token.empty() && (f.token.back() == '\r' || f.token.back() == ' ')) f.token.pop_back();
-  }
-  return auth::ChannelCredentials(f);
-}
-
-// Writes a report to stdout ("-") or a file; kInternal when the file cannot be written.
-int WriteOutput(const std::string& verb, const std::string& out_path, const std::string& text, std::ostream& out,
-                std::ostream& err) {
-  if (out_path == "-") {
-    out << text;
-    return kOk;
-  }
-  std::ofstream f(out_path);
-  f << text;
-  if (!f) {
-    err << "mxval " << verb << ": cannot write '" << out_path << "'\n";
-    return kInternal;
-  }
-  return kOk;
-}
-
-std::shared_ptr<grpc::Channel> ClientChannel(const std::string& address,
-                                             const std::shared_ptr<grpc::ChannelCredentials>& creds,
-                                             const grpc::ChannelArguments& args = grpc::ChannelArguments()) {
-  return grpc::CreateCustomChannel(address, creds, args);
 }
 
 }  // namespace
@@ -1007,145 +927,6 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
   if (!st.ok()) return GrpcExit(err, verb, st);
   out << worker_id << " " << v1::WorkerState_Name(resp.worker().state()) << "\n";
   return kOk;
-}
-
-}  // namespace mxval
-
-namespace mxval {
-namespace {
-
-// The last `cap` bytes of a file (CI logs can be huge; failures are at the
-// end). NOT_FOUND if unreadable.
-absl::StatusOr<std::string> ReadTail(const std::string& path, int64_t cap) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
-  in.seekg(0, std::ios::end);
-  const int64_t size = in.tellg();
-  const int64_t start = size > cap ? size - cap : 0;
-  in.seekg(start);
-  std::string s(static_cast<size_t>(size - start), '\0');
-  in.read(s.data(), static_cast<std::streamsize>(s.size()));
-  return s;
-}
-
-}  // namespace
-
-int TriageVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string changed_path, logs_dir, base_dir, rules_path, ownership_path, coordinator, format = "markdown",
-                                                                                        out_path = "-";
-  std::string fail_on = "pr-touched,untouched";
-  int64_t max_log_bytes = 8 << 20;
-  FlagSet f("triage",
-            "Sorts failing CI jobs into caused-by-this-change and unrelated, from their logs.\n"
-            "Each file in --logs is one failing job (name: the file name without .log/.txt); the file of the same\n"
-            "name in --base-logs is that job's log on the merge base. Exit codes: 0 nothing that --fail-on gates,\n"
-            "1 something does (default: PR_TOUCHED or UNTOUCHED_FAILURE), 2 bad input, 3 coordinator unavailable.");
-  f.String("changed-files", &changed_path, "file listing the change's files, one path per line", true);
-  f.String("logs", &logs_dir, "directory of failing jobs' logs", true);
-  f.String("base-logs", &base_dir, "directory of the same jobs' logs on the merge base");
-  f.String("rules", &rules_path, "rule file (.yaml or .json; default: the built-in rules)");
-  f.String("ownership", &ownership_path, "ownership map (.yaml or .json; default: the built-in map)");
-  f.String("coordinator", &coordinator, "ask this coordinator's TriageService instead of triaging locally");
-  f.String("format", &format, "markdown | json");
-  f.String("out", &out_path, "file to write ('-': stdout)");
-  f.String("fail-on", &fail_on, "classes that make the exit code 1: pr-touched | pr-touched,untouched | any");
-  f.Int("max-log-bytes", &max_log_bytes, "read at most this many bytes from the end of each log");
-  if (int rc = ParseFlags(f, args, "triage", out, err); rc >= 0) return rc;
-  GatePolicy gate;
-  if (!ParseGatePolicy(fail_on, &gate)) return Usage(err, "triage", "--fail-on must be pr-touched, pr-touched,untouched or any");
-  if (format != "markdown" && format != "json") return Usage(err, "triage", "--format must be markdown or json");
-  if (max_log_bytes < 1024 || max_log_bytes > (int64_t{256} << 20)) {
-    return Usage(err, "triage", "--max-log-bytes must be in [1024, 268435456]");
-  }
-  v1::TriageLogsRequest req;
-  {
-    auto text = ReadTail(changed_path, 64 << 20);
-    if (!text.ok()) return Usage(err, "triage", absl::StrCat("--changed-files: ", text.status().message()));
-    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
-      line = absl::StripAsciiWhitespace(line);
-      if (!line.empty() && line[0] != '#') req.add_changed_files(std::string(line));
-    }
-  }
-  std::error_code ec;
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(logs_dir, ec))
-    if (e.is_regular_file()) files.push_back(e.path());
-  if (ec) return Usage(err, "triage", absl::StrCat("--logs: ", logs_dir, ": ", ec.message()));
-  if (files.empty()) return Usage(err, "triage", absl::StrCat("--logs: no files in ", logs_dir));
-  std::sort(files.begin(), files.end());
-  for (const auto& p : files) {
-    v1::CiJobLog* j = req.add_jobs();
-    std::string name = p.filename().string();
-    for (const char* ext : {".log", ".txt"})
-      if (absl::EndsWith(name, ext)) name.resize(name.size() - strlen(ext));
-    j->set_name(name);
-    auto log = ReadTail(p.string(), max_log_bytes);
-    if (!log.ok()) return Usage(err, "triage", std::string(log.status().message()));
-    j->set_log(std::move(*log));
-    if (!base_dir.empty()) {
-      const std::filesystem::path b = std::filesystem::path(base_dir) / p.filename();
-      if (std::filesystem::is_regular_file(b, ec)) {
-        auto base = ReadTail(b.string(), max_log_bytes);
-        if (base.ok()) j->set_base_log(std::move(*base));
-      }
-    }
-  }
-  v1::TriageLogsResponse resp;
-  if (!coordinator.empty()) {
-    grpc::ChannelArguments ca;
-    ca.SetMaxSendMessageSize(-1);
-    ca.SetMaxReceiveMessageSize(64 << 20);
-    auto creds = EnvCredentials();
-    if (!creds.ok()) return Usage(err, "triage", std::string(creds.status().message()));
-    auto stub = v1::TriageService::NewStub(ClientChannel(coordinator, *creds, ca));
-    // Batches under the server's 16 MiB message limit; answers are merged in order.
-    constexpr size_t kBatchBytes = 12 << 20;
-    for (int i = 0; i < req.jobs_size();) {
-      v1::TriageLogsRequest batch;
-      *batch.mutable_changed_files() = req.changed_files();
-      size_t bytes = 0;
-      while (i < req.jobs_size() && (batch.jobs_size() == 0 || bytes + req.jobs(i).ByteSizeLong() <= kBatchBytes)) {
-        bytes += req.jobs(i).ByteSizeLong();
-        *batch.add_jobs() = req.jobs(i++);
-      }
-      v1::TriageLogsResponse part;
-      const grpc::Status st = stub->TriageLogs(Ctx(absl::Seconds(120)).get(), batch, &part);
-      if (!st.ok()) return GrpcExit(err, "triage", st);
-      for (v1::JobTriage& j : *part.mutable_jobs()) *resp.add_jobs() = std::move(j);
-    }
-  } else {
-    v1::LogRules rules = triage::DefaultLogRules();
-    if (!rules_path.empty()) {
-      auto r = triage::LoadLogRules(rules_path);
-      if (!r.ok()) return Usage(err, "triage", absl::StrCat("--rules: ", r.status().message()));
-      rules = std::move(*r);
-    }
-    auto classifier = triage::LogClassifier::Create(rules);
-    if (!classifier.ok()) return Usage(err, "triage", absl::StrCat("--rules: ", classifier.status().message()));
-    v1::OwnershipMap map = triage::DefaultOwnership();
-    if (!ownership_path.empty()) {
-      auto m = triage::LoadOwnership(ownership_path);
-      if (!m.ok()) return Usage(err, "triage", absl::StrCat("--ownership: ", m.status().message()));
-      map = std::move(*m);
-    }
-    auto ownership = triage::Ownership::Create(map);
-    if (!ownership.ok()) return Usage(err, "triage", absl::StrCat("--ownership: ", ownership.status().message()));
-    triage::LogTriageOptions o;
-    o.max_log_bytes = static_cast<size_t>(max_log_bytes);
-    auto r = triage::TriageLogs(req, **classifier, **ownership, o);
-    if (!r.ok()) return Usage(err, "triage", std::string(r.status().message()));
-    resp = std::move(*r);
-  }
-  std::string text;
-  if (format == "json") {
-    google::protobuf::util::JsonPrintOptions jo;
-    jo.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(resp, &text, jo);
-  } else {
-    text = LogTriageMarkdown(resp);
-  }
-  if (int rc = WriteOutput("triage", out_path, text, out, err); rc != kOk) return rc;
-  return LogTriageExitCode(resp, gate) == 0 ? kOk : kFailed;
 }
 
 }  // namespace mxval

@@ -125,7 +125,7 @@ TEST(Metrics, ScrapesAreCleanAndPlausible) {
   EXPECT_NE(cs.find("mxval_coordinator_workers{arch=\"cpu\",state=\"active\"} 1"), std::string::npos) << cs;
   EXPECT_NE(cs.find("mxval_coordinator_triage_decisions_total{class=\"PASS\",signature=\"none\"} 4"),
             std::string::npos) << cs;
-  EXPECT_NE(cs.find("mxval_coordinator_triage_decisions_total{class=\"UNKNOWN\",signature=\"pytest-failure\"} 1"),
+  EXPECT_NE(cs.find("mxval_coordinator_triage_decisions_total{class=\"UNTOUCHED_FAILURE\",signature=\"pytest-failure\"} 1"),
             std::string::npos) << cs;
   EXPECT_NE(cs.find("mxval_coordinator_triage_reruns_total 0"), std::string::npos) << cs;
   EXPECT_NE(ws.find("mxval_worker_tasks_total{outcome=\"pass\"} 4"), std::string::npos) << ws;

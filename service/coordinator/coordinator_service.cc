@@ -80,9 +80,14 @@ Coordinator::Coordinator(const Clock* clock, Scheduler* scheduler, CoordinatorOp
     libraries_ = own_libraries_.get();
   }
   ownership_ = options_.ownership;
+  log_ownership_ = options_.ownership;
   if (ownership_ == nullptr) {
     own_ownership_ = std::move(*triage::Ownership::Create(triage::DefaultOwnership()));
     ownership_ = own_ownership_.get();
+    // The built-in map describes this repository's kernels; a CI job of
+    // another project gets no map rather than a wrong one.
+    no_ownership_ = triage::Ownership::Empty();
+    log_ownership_ = no_ownership_.get();
   }
 }
 
@@ -549,7 +554,7 @@ void Coordinator::RecordTriage(const std::string& task_id) {
 grpc::Status Coordinator::TriageLogs(grpc::ServerContext* ctx, const v1::TriageLogsRequest* req,
                                      v1::TriageLogsResponse* resp) {
   MXVAL_AUTHORIZE(caller, v1::ROLE_SUBMITTER, "TriageLogs");
-  auto r = triage::TriageLogs(*req, *rules_, *ownership_, options_.log_triage);
+  auto r = triage::TriageLogs(*req, *rules_, *log_ownership_, options_.log_triage);
   if (!r.ok()) return ToGrpc(r.status());
   if (options_.metrics) {
     for (const v1::JobTriage& j : r->jobs()) {

@@ -154,9 +154,10 @@ class Coordinator final : public v1::ValidationService::Service,
   std::unique_ptr<LibraryRegistry> own_libraries_;
   LibraryRegistry* libraries_ = nullptr;
   std::unique_ptr<triage::LogClassifier> own_rules_;
-  std::unique_ptr<triage::Ownership> own_ownership_;
+  std::unique_ptr<triage::Ownership> own_ownership_, no_ownership_;
   const triage::LogClassifier* rules_ = nullptr;
-  const triage::Ownership* ownership_ = nullptr;
+  const triage::Ownership* ownership_ = nullptr;      // kernel triage
+  const triage::Ownership* log_ownership_ = nullptr;  // log triage: only a configured map
   const Clock* clock_;
   Scheduler* scheduler_;
   const CoordinatorOptions options_;

@@ -332,19 +332,31 @@ TEST_F(CoordinatorServiceTest, TriageLogsOverTheWire) {
   v1::TriageLogsResponse resp;
   EXPECT_EQ(triage->TriageLogs(Ctx().get(), req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   req.add_changed_files("kernels/gpu/a16wfp4_gpu.cu");
+  req.set_diff(
+      "diff --git a/python/pkg/ops/mxfp4.py b/python/pkg/ops/mxfp4.py\n--- a/python/pkg/ops/mxfp4.py\n"
+      "+++ b/python/pkg/ops/mxfp4.py\n@@ -1,1 +1,2 @@ def _mxfp4_gemm_kernel(x):\n     pid = 0\n+    off = 1\n");
   v1::CiJobLog* j = req.add_jobs();
   j->set_name("gpu-kernel-tests");
-  j->set_log("[  FAILED  ] GpuKernels.RaggedK (3 ms)\n");
+  j->set_log(
+      "Traceback (most recent call last):\n  File \"/venv/site-packages/pkg/ops/mxfp4.py\", line 2, in "
+      "_mxfp4_gemm_kernel\nIndexError: out of range\n");
   j->set_base_log("all passed\n");
   v1::CiJobLog* k = req.add_jobs();
   k->set_name("nightly");
   k->set_log("RuntimeError: No HIP GPUs are available\n\xff\xfe");
   ASSERT_TRUE(triage->TriageLogs(Ctx().get(), req, &resp).ok());
   ASSERT_EQ(resp.jobs_size(), 2);
-  // The built-in ownership map links kernels/gpu/** to *gpu* jobs.
+  // No map is configured: the frame in the diff's file and its changed kernel are the evidence.
   EXPECT_EQ(resp.jobs(0).triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << resp.jobs(0).reason();
+  ASSERT_GT(resp.jobs(0).evidence_size(), 0);
+  EXPECT_EQ(resp.jobs(0).evidence(0).changed_file(), "python/pkg/ops/mxfp4.py");
+  EXPECT_EQ(resp.jobs(0).confidence(), v1::TRIAGE_CONFIDENCE_HIGH);
   EXPECT_EQ(resp.jobs(1).triage_class(), v1::TRIAGE_CLASS_INFRA) << resp.jobs(1).reason();
   EXPECT_EQ(resp.jobs(1).rule(), "gpu-not-detected");
+  req.set_diff("not a diff");
+  const grpc::Status bad = triage->TriageLogs(Ctx().get(), req, &resp);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("diff"), std::string::npos) << bad.error_message();
 }
 
 TEST_F(CoordinatorServiceTest, ListJobsPages) {

@@ -1,5 +1,6 @@
 #include "service/triage/log_classifier.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -99,6 +100,29 @@ absl::StatusOr<std::unique_ptr<LogClassifier>> LogClassifier::Create(const v1::L
     return absl::InvalidArgumentError("rules: the patterns together exceed the matcher's memory budget");
   }
   return c;
+}
+
+int LogClassifier::MatchLine(absl::string_view line, std::string* signature) const {
+  if (line.size() > options_.max_line_bytes) line = line.substr(0, options_.max_line_bytes);
+  std::vector<int> hits;
+  if (!set_->Match(re2::StringPiece(line.data(), line.size()), &hits) || hits.empty()) return -1;
+  const int best = *std::min_element(hits.begin(), hits.end());
+  if (signature != nullptr) {
+    const RE2& re = *patterns_[best];
+    const int ngroups = re.NumberOfCapturingGroups();
+    std::vector<re2::StringPiece> groups(ngroups + 1);
+    std::vector<std::string> caps;
+    if (re.Match(re2::StringPiece(line.data(), line.size()), 0, line.size(), RE2::UNANCHORED, groups.data(),
+                 ngroups + 1)) {
+      for (int g = 1; g <= ngroups; ++g) {
+        if (groups[g].empty()) continue;
+        caps.push_back(ToValidUtf8(absl::string_view(groups[g].data(), std::min<size_t>(groups[g].size(), 200))));
+      }
+    }
+    const std::string& name = rules_.rules(best).name();
+    *signature = caps.empty() ? name : absl::StrCat(name, ": ", absl::StrJoin(caps, " "));
+  }
+  return best;
 }
 
 std::optional<LogMatch> LogClassifier::Classify(absl::string_view log) const {

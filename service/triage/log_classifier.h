@@ -53,6 +53,9 @@ class LogClassifier {
                                                                ClassifierOptions options = {});
   // nullopt when no rule matches.
   std::optional<LogMatch> Classify(absl::string_view log) const;
+  // The first rule in file order that matches one line, or -1; its
+  // signature ("name" or "name: cap1 cap2") in *signature.
+  int MatchLine(absl::string_view line, std::string* signature) const;
   const v1::LogRules& rules() const { return rules_; }
 
  private:

@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "service/triage/kernel_triage.h"
 #include "service/triage/triage_config.h"
@@ -38,9 +39,9 @@ TEST(LogTriage, RealisticFixtures) {
   const std::map<std::string, std::pair<v1::TriageClass, std::string>> want = {
       {"unit-test-amd-graph", {v1::TRIAGE_CLASS_INFRA, "blas-graph-capture"}},
       {"multi-gpu-allreduce", {v1::TRIAGE_CLASS_PRE_EXISTING, "ipc-timeout"}},
-      {"accuracy-test-oom", {v1::TRIAGE_CLASS_INFRA, "killed-oom"}},
-      {"router-e2e", {v1::TRIAGE_CLASS_INFRA, "connection-refused"}},
-      {"cpu-extension", {v1::TRIAGE_CLASS_UNKNOWN, "missing-cpu-op"}},
+      {"accuracy-test-oom", {v1::TRIAGE_CLASS_INFRA, "killed-signal"}},
+      {"router-e2e", {v1::TRIAGE_CLASS_INFRA, "local-connection"}},
+      {"cpu-extension", {v1::TRIAGE_CLASS_UNTOUCHED_FAILURE, "missing-cpu-op"}},
       {"gpu-kernel-test", {v1::TRIAGE_CLASS_PR_TOUCHED, "gtest-failure"}},
       {"nightly-gpu-missing", {v1::TRIAGE_CLASS_INFRA, "gpu-not-detected"}},
       {"unit-test-backend", {v1::TRIAGE_CLASS_PRE_EXISTING, "pytest-failure"}},
@@ -71,7 +72,8 @@ TEST(LogTriage, RealisticFixtures) {
       EXPECT_EQ(t.reaching_files_size(), 2);
     }
     if (t.name() == "accuracy-test-oom") {
-      EXPECT_EQ(t.signature(), "killed-oom: 137");
+      EXPECT_EQ(t.signature(), "killed-signal");
+      EXPECT_EQ(t.consequences_size(), 2);  // the -9 exit and the step's 137 follow the kill
     }
     if (t.name() == "unit-test-backend") {
       EXPECT_TRUE(t.base_failed_same());
@@ -79,20 +81,26 @@ TEST(LogTriage, RealisticFixtures) {
   }
 }
 
-// Without the base log the same pytest failure is no longer PRE_EXISTING;
-// with a different failure on the base it is new.
+// Without the base log an unlinked failure is UNTOUCHED_FAILURE and the next
+// step asks for the base; with a different failure on the base it is still
+// unlinked; with the same failure on the base it is PRE_EXISTING.
 TEST(LogTriage, BaseLogDecidesPreExisting) {
   auto ownership = Ownership::Empty();
   v1::TriageLogsRequest req;
+  req.add_changed_files("src/other.py");
   v1::CiJobLog* j = req.add_jobs();
   j->set_name("unit-test-backend");
   j->set_log("FAILED test/a.py::T::test_x - AssertionError\n");
   auto r1 = TriageLogs(req, *Defaults(), *ownership);
   ASSERT_TRUE(r1.ok());
-  EXPECT_EQ(r1->jobs(0).triage_class(), v1::TRIAGE_CLASS_UNKNOWN);
+  EXPECT_EQ(r1->jobs(0).triage_class(), v1::TRIAGE_CLASS_UNTOUCHED_FAILURE);
+  EXPECT_EQ(r1->jobs(0).confidence(), v1::TRIAGE_CONFIDENCE_LOW);
+  EXPECT_NE(r1->jobs(0).next_step().find("merge base"), std::string::npos) << r1->jobs(0).next_step();
+  EXPECT_NE(r1->jobs(0).missing().find("base"), std::string::npos);
   j->set_base_log("FAILED test/a.py::T::test_y - AssertionError\n");
   auto r2 = TriageLogs(req, *Defaults(), *ownership);
-  EXPECT_EQ(r2->jobs(0).triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << r2->jobs(0).reason();
+  EXPECT_EQ(r2->jobs(0).triage_class(), v1::TRIAGE_CLASS_UNTOUCHED_FAILURE) << r2->jobs(0).reason();
+  EXPECT_EQ(r2->jobs(0).confidence(), v1::TRIAGE_CONFIDENCE_MEDIUM);
   j->set_base_log("noise\nFAILED test/a.py::T::test_x - AssertionError\n");
   auto r3 = TriageLogs(req, *Defaults(), *ownership);
   EXPECT_EQ(r3->jobs(0).triage_class(), v1::TRIAGE_CLASS_PRE_EXISTING);
@@ -107,7 +115,32 @@ TEST(DefaultRules, EachRuleMatchesItsKindOfLine) {
        "gpu-runtime-graph-capture"},
       {"hipErrorStreamCaptureInvalidated raised while capturing graph bs=8", "gpu-runtime-graph-capture"},
       {"RuntimeError: No CUDA GPUs are available", "gpu-not-detected"},
-      {"Error: Process exited with code -9", "killed-oom"},
+      {"RuntimeError: No HIP GPUs are available", "gpu-not-detected"},
+      {"rocminfo: found 0 GPU(s) on this node", "gpu-not-detected"},
+      {"Error: Failed to detect GPUs on the runner", "gpu-not-detected"},
+      {"ls: cannot access '/dev/kfd': No such file or directory", "gpu-not-detected"},
+      {"RuntimeError: HIP error: no ROCm-capable device is detected", "gpu-not-detected"},
+      {"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", "gpu-not-detected"},
+      {"docker: Error response from daemon: could not select device driver \"\" with capabilities: [[gpu]].",
+       "gpu-not-detected"},
+      {"NVRM: Xid (PCI:0000:18:00): 79, pid=1234, GPU has fallen off the bus.", "gpu-hardware"},
+      {"The runner has received a shutdown signal.", "runner-lost"},
+      {"Error response from daemon: Get \"https://registry-1.docker.io/v2/\": net/http: TLS handshake timeout",
+       "setup-failed"},
+      {"torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB.", "gpu-oom"},
+      {"/src/csrc/quant.cu(130): error: identifier \"__nv_cvt_float4_to_fp8x4\" is undefined", "compile-error"},
+      {"kernels/gemm.cc:12:5: error: 'foo' was not declared in this scope", "compile-error"},
+      {"Timeout after 1200 seconds when running lora/test_lora_eviction.py", "test-timeout"},
+      {"AssertionError: expected 8 GPUs, found 0", "gpu-not-detected"},
+      {"[12345.678] Out of memory: Killed process 4242 (python3)", "host-oom"},
+      {"requests.exceptions.ConnectionError: HTTPConnectionPool(host='127.0.0.1', port=30000): Max retries exceeded",
+       "local-connection"},
+      {"OSError: We couldn't connect to 'https://huggingface.co' ... Read timed out.", "network"},
+      {"##[error]The job running on runner mi300-7 has exceeded the maximum execution time of 360 minutes.",
+       "job-timeout"},
+      {"Fatal Python error: Segmentation fault", "crash-signal"},
+      {"FAIL: test_gsm8k (test_eval_accuracy.TestEval.test_gsm8k)", "unittest-failure"},
+      {"Error: Process exited with code -9", "killed-signal"},
       {"[rank0]: custom allreduce IPC handle exchange timed out after 300 s", "ipc-timeout"},
       {"urllib3.exceptions.NewConnectionError: Failed to establish a new connection: [Errno 111] Connection refused",
        "connection-refused"},
@@ -197,7 +230,7 @@ TEST(LogTriage, HugeAndInvalidUtf8LogsAreBoundedAndSafe) {
   ASSERT_TRUE(r.ok());
   const v1::JobTriage& t = r->jobs(0);
   EXPECT_TRUE(t.truncated());
-  EXPECT_EQ(t.rule(), "killed-oom");  // the tail was read; the early failure was cut off
+  EXPECT_EQ(t.rule(), "killed-signal");  // the tail was read; the early failure was cut off
   v1::TriageLogsResponse copy;
   ASSERT_TRUE(copy.ParseFromString(r->SerializeAsString()));  // valid UTF-8 throughout
   for (const auto& l : t.matched_lines()) EXPECT_EQ(ToValidUtf8(l.text()), l.text());
@@ -240,6 +273,272 @@ TEST(Ownership, Globs) {
   v1::OwnershipMap bad;
   bad.add_entries()->add_jobs("x");
   EXPECT_NE(Ownership::Create(bad).status().message().find("entries[0].paths"), std::string::npos);
+}
+
+// ---- Decisions from evidence in the log and the diff (no ownership map).
+
+constexpr char kDiff[] = R"(diff --git a/python/pkg/srt/layers/quantization/mxfp4.py b/python/pkg/srt/layers/quantization/mxfp4.py
+--- a/python/pkg/srt/layers/quantization/mxfp4.py
++++ b/python/pkg/srt/layers/quantization/mxfp4.py
+@@ -40,3 +40,4 @@ class Mxfp4MoEMethod:
+     def create_weights(self, layer):
+-        layer.w13_scale = alloc()
++        layer.w13_weight_scale = alloc()
++        layer.use_new = True
+@@ -90,2 +91,3 @@ def _mxfp4_dequant_kernel(x_ptr, BLOCK: tl.constexpr):
+     pid = tl.program_id(0)
++    off = pid * BLOCK
+diff --git a/python/pkg/srt/server_args.py b/python/pkg/srt/server_args.py
+--- a/python/pkg/srt/server_args.py
++++ b/python/pkg/srt/server_args.py
+@@ -10,1 +10,3 @@ def add_cli_args(parser):
+     parser.add_argument("--tp-size", type=int)
++    parser.add_argument("--enable-fast-mxfp4", action="store_true")
++    enable_fast_mxfp4: bool = False
+diff --git a/test/srt/test_mxfp4_new.py b/test/srt/test_mxfp4_new.py
+new file mode 100644
+--- /dev/null
++++ b/test/srt/test_mxfp4_new.py
+@@ -0,0 +1,2 @@
++def test_new():
++    pass
+)";
+
+v1::JobTriage TriageOne(const std::string& log, const std::string& base = "", const std::string& diff = kDiff,
+                        const Ownership* ownership = nullptr) {
+  auto none = Ownership::Empty();
+  v1::TriageLogsRequest req;
+  req.set_diff(diff);
+  v1::CiJobLog* j = req.add_jobs();
+  j->set_name("job");
+  j->set_log(log);
+  j->set_base_log(base);
+  auto r = TriageLogs(req, *Defaults(), ownership ? *ownership : *none);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? r->jobs(0) : v1::JobTriage();
+}
+
+bool HasEvidence(const v1::JobTriage& t, const std::string& kind, int64_t line = -1) {
+  for (const auto& e : t.evidence()) {
+    if (e.kind() != kind) continue;
+    if (line < 0) return true;
+    for (int64_t l : e.lines())
+      if (l == line) return true;
+  }
+  return false;
+}
+
+std::string Dump(const v1::JobTriage& t) {
+  std::string s = absl::StrCat(TriageClassName(t.triage_class()), " [", t.decision(), "] ", t.reason());
+  for (const auto& e : t.evidence()) absl::StrAppend(&s, "\n  ", e.kind(), ": ", e.detail());
+  return s;
+}
+
+// The server's traceback runs through a changed file (by its installed
+// path); the connection refused, the kill -9 and the exit code that follow
+// are its consequences, not the signature.
+TEST(LogEvidence, RootCauseBeforeConsequences) {
+  const std::string log =
+      "2026-11-30T14:02:11.0000000Z ##[group]Run python3 -m pytest test/srt/test_mla.py\n"
+      "2026-11-30T14:02:12.0000000Z [2026-11-30 14:05:01 TP0] Load weight begin\n"
+      "2026-11-30T14:02:13.0000000Z [2026-11-30 14:05:02 TP0] Scheduler hit an exception: Traceback (most recent "
+      "call last):\n"
+      "2026-11-30T14:02:13.0000000Z   File \"/opt/venv/lib/python3.12/site-packages/pkg/srt/model_loader/loader.py\", "
+      "line 371, in load_model\n"
+      "2026-11-30T14:02:13.0000000Z     self.quant_method.create_weights(layer)\n"
+      "2026-11-30T14:02:13.0000000Z   File "
+      "\"/opt/venv/lib/python3.12/site-packages/pkg/srt/layers/quantization/mxfp4.py\", line 41, in create_weights\n"
+      "2026-11-30T14:02:13.0000000Z     layer.w13_weight_scale = alloc()\n"
+      "2026-11-30T14:02:13.0000000Z AttributeError: 'Layer' object has no attribute 'w13_weight_scale'\n"
+      "2026-11-30T14:02:20.0000000Z requests.exceptions.ConnectionError: HTTPConnectionPool(host='127.0.0.1', "
+      "port=30000): Max retries exceeded (Connection refused)\n"
+      "2026-11-30T14:02:21.0000000Z Killing process group with kill -9\n"
+      "2026-11-30T14:02:21.0000000Z Error: Process exited with code -9\n"
+      "2026-11-30T14:02:21.0000000Z ##[error]Process completed with exit code 1.\n";
+  const v1::JobTriage t = TriageOne(log, "##[group]Run python3 -m pytest test/srt/test_mla.py\nConnection refused\n");
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(t);
+  EXPECT_EQ(t.decision(), "root-reachable");
+  EXPECT_EQ(t.confidence(), v1::TRIAGE_CONFIDENCE_HIGH);
+  EXPECT_TRUE(HasEvidence(t, "frame-in-changed-file", 6)) << Dump(t);
+  EXPECT_TRUE(HasEvidence(t, "changed-function", 6)) << "create_weights is changed by the diff: " << Dump(t);
+  EXPECT_EQ(t.evidence(0).changed_file(), "python/pkg/srt/layers/quantization/mxfp4.py");
+  EXPECT_TRUE(t.evidence(0).at_root());
+  ASSERT_FALSE(t.matched_lines().empty());
+  EXPECT_EQ(t.matched_lines(0).number(), 3);
+  EXPECT_NE(t.signature().find("AttributeError"), std::string::npos);
+  EXPECT_EQ(t.consequences_size(), 4) << "refused, kill -9, exit -9, exit code 1";
+  EXPECT_FALSE(t.base_failed_same()) << "the base's connection refused is not this root cause";
+}
+
+// A test the change adds cannot fail on the base, even when the base log
+// shows the same noise.
+TEST(LogEvidence, FailingTestTheChangeAddsIsNotPreExisting) {
+  const std::string log =
+      "FAILED test/srt/test_mxfp4_new.py::test_new - requests.exceptions.ConnectionError: Connection refused\n"
+      "##[error]Process completed with exit code 1.\n";
+  const v1::JobTriage t = TriageOne(log, log);
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(t);
+  EXPECT_TRUE(HasEvidence(t, "test-added", 1)) << Dump(t);
+  EXPECT_FALSE(t.base_failed_same());
+}
+
+// No GPU on the runner is INFRA wherever it shows, even after a traceback
+// through changed code (the missing device explains the traceback).
+TEST(LogEvidence, RunnerWithoutGpusIsInfra) {
+  for (const std::string msg : {"rocminfo: found 0 GPU(s)", "Error: Failed to detect GPUs on the runner",
+                                "ls: cannot access '/dev/kfd': No such file or directory",
+                                "RuntimeError: No HIP GPUs are available"}) {
+    const std::string log = absl::StrCat(
+        "Traceback (most recent call last):\n"
+        "  File \"/sgl-workspace/pkg/python/pkg/srt/layers/quantization/mxfp4.py\", line 41, in create_weights\n"
+        "AssertionError\n",
+        msg, "\n##[error]Process completed with exit code 1.\n");
+    const v1::JobTriage t = TriageOne(log);
+    EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_INFRA) << msg << ": " << Dump(t);
+    EXPECT_EQ(t.decision(), "runner") << msg;
+    EXPECT_EQ(t.rule(), "gpu-not-detected") << msg;
+  }
+}
+
+// A flag the diff introduces, turned on in the job, links an accuracy
+// failure to the change; printed as off, it does not.
+TEST(LogEvidence, FlagTheDiffIntroduces) {
+  auto log = [](const std::string& value) {
+    return absl::StrCat("server_args=ServerArgs(model_path='m', tp_size=8, enable_fast_mxfp4=", value,
+                        ", chunked_prefill_size=8192)\n"
+                        "Traceback (most recent call last):\n"
+                        "  File \"/w/test/srt/test_eval_accuracy.py\", line 30, in test_gsm8k\n"
+                        "    self.assertGreaterEqual(metrics['accuracy'], 0.72)\n"
+                        "AssertionError: 0.612 not greater than or equal to 0.72\n");
+  };
+  v1::JobTriage on = TriageOne(log("True"));
+  EXPECT_EQ(on.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(on);
+  EXPECT_EQ(on.decision(), "job-runs-changed-code");
+  EXPECT_TRUE(HasEvidence(on, "changed-flag", 1)) << Dump(on);
+  EXPECT_EQ(on.confidence(), v1::TRIAGE_CONFIDENCE_MEDIUM);
+  EXPECT_FALSE(on.next_step().empty());
+  v1::JobTriage off = TriageOne(log("False"));
+  EXPECT_EQ(off.triage_class(), v1::TRIAGE_CLASS_UNTOUCHED_FAILURE) << Dump(off);
+}
+
+// A changed Triton kernel named at the failure (its compile error) is
+// evidence at the root.
+TEST(LogEvidence, ChangedKernelNamedAtTheFailure) {
+  const std::string log =
+      "Traceback (most recent call last):\n"
+      "  File \"/usr/local/lib/python3.10/dist-packages/triton/compiler/compiler.py\", line 100, in compile\n"
+      "triton.compiler.errors.CompilationError: at 5:10: in _mxfp4_dequant_kernel: unsupported tensor index\n";
+  const v1::JobTriage t = TriageOne(log);
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(t);
+  EXPECT_TRUE(HasEvidence(t, "changed-kernel", 3)) << Dump(t);
+}
+
+// A warning traceback the program survived and a download that recovered
+// after a retry come before the real failure; neither is the root cause.
+TEST(LogEvidence, SurvivedTracebacksAndRecoveredRetriesAreNotRootCauses) {
+  const std::string log =
+      "WARNING: flash_attn not available, falling back to the Triton backend\n"
+      "Traceback (most recent call last):\n"
+      "  File \"/w/pkg/srt/layers/attention/fa.py\", line 1, in <module>\n"
+      "ImportError: No module named 'flash_attn'\n"
+      "huggingface_hub: 502 Server Error: Bad Gateway for url: https://huggingface.co/x; retrying in 2s\n"
+      "Downloaded model.safetensors\n"
+      "Traceback (most recent call last):\n"
+      "  File \"/w/test/srt/test_other.py\", line 12, in test_decode\n"
+      "ValueError: decode produced 0 tokens\n";
+  const v1::JobTriage t = TriageOne(log);
+  EXPECT_NE(t.signature().find("ValueError"), std::string::npos) << Dump(t);
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_UNTOUCHED_FAILURE) << Dump(t);
+  EXPECT_EQ(t.decision(), "not-reachable");
+}
+
+// The same failure on the base with other numbers, addresses and PIDs is
+// PRE_EXISTING; a different failure on the base is not.
+TEST(LogEvidence, SameRootSignatureOnTheBase) {
+  const std::string pr =
+      "Traceback (most recent call last):\n"
+      "  File \"/w/test/srt/test_perf.py\", line 20, in test_throughput\n"
+      "AssertionError: throughput 1873.4 tok/s below 2000 (pid 4242, at 0x7f3a2c)\n";
+  const std::string base =
+      "Traceback (most recent call last):\n"
+      "  File \"/w/test/srt/test_perf.py\", line 20, in test_throughput\n"
+      "AssertionError: throughput 1911.0 tok/s below 2000 (pid 977, at 0x7f11ff)\n";
+  v1::JobTriage t = TriageOne(pr, base);
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PRE_EXISTING) << Dump(t);
+  EXPECT_TRUE(HasEvidence(t, "base-same"));
+  t = TriageOne(pr, "Traceback (most recent call last):\n  File \"/w/x.py\", line 1, in f\nKeyError: 'a'\n");
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_UNTOUCHED_FAILURE) << Dump(t);
+  EXPECT_TRUE(HasEvidence(t, "base-different"));
+}
+
+// Thin evidence says so: no failure message at all is UNKNOWN with what was
+// missing and a next step; an infra failure without a base asks for a re-run.
+TEST(LogEvidence, ThinEvidenceHasAConfidenceAndANextStep) {
+  v1::JobTriage t = TriageOne("setting up\nrunning tests\n##[error]Process completed with exit code 1.\n");
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_UNKNOWN) << Dump(t);
+  EXPECT_EQ(t.decision(), "no-root-cause");
+  EXPECT_EQ(t.confidence(), v1::TRIAGE_CONFIDENCE_LOW);
+  EXPECT_FALSE(t.missing().empty());
+  EXPECT_FALSE(t.next_step().empty());
+  t = TriageOne("");
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_UNKNOWN);
+  t = TriageOne("[rank0]:[E1130 ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout\n");
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_INFRA) << Dump(t);
+  EXPECT_EQ(t.confidence(), v1::TRIAGE_CONFIDENCE_MEDIUM);
+  EXPECT_NE(t.next_step().find("re-run"), std::string::npos);
+}
+
+// An infrastructure-looking failure raised inside changed code is the
+// change's, with a re-run to confirm; elsewhere it is INFRA. A GPU
+// out-of-memory error is the workload's own budget: the change's when raised
+// in changed code, otherwise a failure the change does not reach.
+TEST(LogEvidence, InfrastructureLookingFailuresInChangedCode) {
+  const std::string frame =
+      "  File \"/opt/venv/lib/python3.12/site-packages/pkg/srt/layers/quantization/mxfp4.py\", line 41, in "
+      "create_weights\n";
+  const std::string nccl =
+      "torch.distributed.DistBackendError: [Rank 0] Watchdog caught collective operation timeout after 600000 ms\n";
+  v1::JobTriage t = TriageOne("Traceback (most recent call last):\n" + frame + nccl);
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(t);
+  EXPECT_EQ(t.decision(), "infra-in-changed-code");
+  EXPECT_NE(t.next_step().find("re-run"), std::string::npos);
+  t = TriageOne("Traceback (most recent call last):\n  File \"/w/pkg/srt/model_runner.py\", line 9, in init\n" + nccl);
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_INFRA) << Dump(t);
+  t = TriageOne("Traceback (most recent call last):\n" + frame +
+                "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 40.00 GiB\n");
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(t);
+  EXPECT_EQ(t.rule(), "gpu-oom");
+  t = TriageOne(
+      "Traceback (most recent call last):\n  File \"/w/pkg/srt/model_runner.py\", line 9, in init\n"
+      "torch.OutOfMemoryError: HIP out of memory\n");
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_UNTOUCHED_FAILURE) << Dump(t);
+}
+
+// The ownership map still adds evidence; without a diff the changed files
+// alone still match frames.
+TEST(LogEvidence, OwnershipAndChangedFilesWithoutADiff) {
+  v1::OwnershipMap map;
+  auto* e = map.add_entries();
+  e->add_paths("kernels/**");
+  e->add_jobs("*gpu*");
+  auto own = Ownership::Create(map);
+  ASSERT_TRUE(own.ok());
+  v1::TriageLogsRequest req;
+  req.add_changed_files("kernels/gemm.cu");
+  req.add_changed_files("python/pkg/srt/x.py");
+  auto* j = req.add_jobs();
+  j->set_name("gpu-kernels");
+  j->set_log("[  FAILED  ] Gemm.Ragged (3 ms)\n");
+  auto* k = req.add_jobs();
+  k->set_name("unit");
+  k->set_log("Traceback (most recent call last):\n  File \"/site-packages/pkg/srt/x.py\", line 3, in f\nKeyError: 1\n");
+  auto r = TriageLogs(req, *Defaults(), **own);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->jobs(0).triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(r->jobs(0));
+  EXPECT_TRUE(HasEvidence(r->jobs(0), "ownership"));
+  EXPECT_EQ(r->jobs(1).triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(r->jobs(1));
+  req.set_diff("not a diff");
+  EXPECT_NE(TriageLogs(req, *Defaults(), **own).status().message().find("diff:"), std::string::npos);
 }
 
 TEST(TriageConfig, BuiltInDefaultsLoad) {
