@@ -13,3 +13,7 @@ export MXVAL_TEST_PG
 echo "test.sh: PostgreSQL for the store tests at $MXVAL_TEST_PG"
 cd build
 ctest --output-on-failure -j "$(nproc)" --timeout 900
+# The log-triage corpus score, for the CI log (ctest checked it above).
+/usr/bin/python3 "$root/tests/triage_corpus_test.py" --mxval "$root/build/bin/mxval" \
+  --corpus "$root/tests/data/triage/corpus" >"$root/build/triage_corpus.txt" 2>&1 || true
+grep -E '^log-triage|^  (dev|holdout|all)' "$root/build/triage_corpus.txt" || true

@@ -135,6 +135,22 @@ put("fuzz_triage_rules", "small_json.rules", b"\x00" + json.dumps({"rules": [
 own = open(os.path.join(ROOT, "tests", "data", "triage", "ownership.yaml"), "rb").read()
 put("fuzz_triage_rules", "ownership.yaml", b"\x01" + own + b"\x00" + b"FAILED tests/test_x.py::test_y\n")
 
+
+# --- log triage: diff, NUL, log, NUL, base log (a few corpus jobs, small ones)
+corpus = os.path.join(ROOT, "tests", "data", "triage", "corpus", "dev")
+for scen in sorted(os.listdir(corpus)):
+    sdir = os.path.join(corpus, scen)
+    if not os.path.isdir(sdir):
+        continue
+    diff = open(os.path.join(sdir, "pr.diff"), "rb").read()
+    for name in sorted(os.listdir(os.path.join(sdir, "logs")))[:2]:
+        log = open(os.path.join(sdir, "logs", name), "rb").read()
+        bpath = os.path.join(sdir, "base_logs", name)
+        base = open(bpath, "rb").read() if os.path.exists(bpath) else b""
+        put("fuzz_log_triage", scen + "_" + name, diff + b"\x00" + log + b"\x00" + base)
+put("fuzz_log_triage", "not_a_diff", b"just text\x00Traceback (most recent call last):\nKeyError\n")
+put("fuzz_log_triage", "empty", b"")
+
 # --- dispatch tables: 16 bytes of (op, M, N, K), then the JSON
 for name in ("cpu.json", "sm_90a.json", "cpu_naive.json"):
     text = open(os.path.join(ROOT, "kernels", "configs", name), "rb").read()
