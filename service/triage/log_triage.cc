@@ -33,8 +33,12 @@ absl::string_view Tail(const std::string& log, size_t cap, bool* truncated) {
   return v;
 }
 
+// Text from a log or a caller for the response: at most n bytes, valid
+// UTF-8, control characters (terminal escapes) replaced.
 std::string Clip(absl::string_view s, size_t n = 200) {
   std::string out = ToValidUtf8(s.substr(0, std::min(s.size(), n)));
+  for (char& c : out)
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) c = '?';
   if (s.size() > n) out += "...";
   return out;
 }
@@ -188,10 +192,9 @@ Analysis Analyze(absl::string_view log, const LogClassifier& c, const LogTriageO
     const std::string& text = m.lines[e.line];
     const bool announces = e.report || (!text.empty() && text.back() == ':');
     if (e.block < 0 && !e.consequence && !e.runner && announces) {
-      for (const Block& b : m.blocks) {
-        if (b.begin > e.line + 3) break;
-        if (b.begin > e.line) header = true;
-      }
+      auto next = std::upper_bound(m.blocks.begin(), m.blocks.end(), e.line,
+                                   [](int64_t line, const Block& b) { return line < b.begin; });
+      header = next != m.blocks.end() && next->begin <= e.line + 3;
     }
     if (!header) kept.push_back(e);
   }
@@ -222,15 +225,17 @@ Analysis Analyze(absl::string_view log, const LogClassifier& c, const LogTriageO
 // Collects evidence, one entry per (kind, changed file, detail), merging lines.
 class EvidenceSet {
  public:
+  static constexpr size_t kMaxItems = 1000;
   void Add(const std::string& kind, const std::string& detail, int64_t line, int file, const ChangeIndex& idx,
            bool at_root, v1::TriageConfidence strength) {
     const std::string key = absl::StrCat(kind, "\n", detail);
     auto it = items_.find(key);
     if (it == items_.end()) {
+      if (items_.size() >= kMaxItems) return;  // a log naming thousands of changed things: the first are enough
       v1::TriageEvidence ev;
       ev.set_kind(kind);
-      ev.set_detail(detail);
-      if (file >= 0) ev.set_changed_file(idx.files()[file].path);
+      ev.set_detail(Clip(detail, 400));
+      if (file >= 0) ev.set_changed_file(Clip(idx.files()[file].path, 400));
       ev.set_at_root(at_root);
       ev.set_strength(strength);
       it = items_.emplace(key, std::move(ev)).first;
@@ -320,11 +325,13 @@ void ScanTokens(const JobContext& jc, EvidenceSet* ev, int max_lines) {
   const ChangeIndex& idx = jc.idx;
   std::vector<ChangeIndex::SymbolHit> hits;
   const int64_t n = std::min<int64_t>(static_cast<int64_t>(m.lines.size()), max_lines);
+  std::vector<char> later(n, 0);
+  for (const auto& [b, e] : jc.later)
+    for (int64_t li = std::max<int64_t>(b, 0); li <= e && li < n; ++li) later[li] = 1;
   for (int64_t li = 0; li < n; ++li) {
     const std::string& s = m.lines[li];
     const bool at_root = li >= jc.root_begin && li <= jc.root_end;
-    bool in_later = false;
-    for (const auto& [b, e] : jc.later) in_later = in_later || (li >= b && li <= e);
+    const bool in_later = later[li];
     size_t i = 0;
     while (i < s.size()) {
       if (!IsTokenChar(s[i])) {
@@ -551,7 +558,7 @@ void Decide(const v1::CiJobLog& job, const Analysis& a, const Analysis* base, co
     TestEvidence(jc, &ev, &test_added);
   }
   const Reach reach = ownership.JobReach(job.name(), changed);
-  for (const std::string& f : reach.files) t->add_reaching_files(f);
+  for (const std::string& f : reach.files) t->add_reaching_files(Clip(f, 400));
   if (reach.reachability == v1::REACHABILITY_REACHES) {
     std::vector<std::string> shown(reach.files.begin(), reach.files.begin() + std::min<size_t>(reach.files.size(), 3));
     ev.Add("ownership", absl::StrCat("the ownership map links the job to ", absl::StrJoin(shown, ", ")), -1, -1, idx,
@@ -747,7 +754,7 @@ absl::StatusOr<v1::TriageLogsResponse> TriageLogs(const v1::TriageLogsRequest& r
   v1::TriageLogsResponse resp;
   for (const v1::CiJobLog& job : req.jobs()) {
     v1::JobTriage* t = resp.add_jobs();
-    t->set_name(ToValidUtf8(job.name()));
+    t->set_name(Clip(job.name(), 256));
     bool truncated = false, base_truncated = false;
     const Analysis a = Analyze(Tail(job.log(), o.max_log_bytes, &truncated), classifier, o);
     t->set_truncated(truncated);

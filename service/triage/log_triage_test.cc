@@ -235,6 +235,22 @@ TEST(LogTriage, HugeAndInvalidUtf8LogsAreBoundedAndSafe) {
   ASSERT_TRUE(copy.ParseFromString(r->SerializeAsString()));  // valid UTF-8 throughout
   for (const auto& l : t.matched_lines()) EXPECT_EQ(ToValidUtf8(l.text()), l.text());
   EXPECT_EQ(ToValidUtf8("a\xff" "b"), "a\xEF\xBF\xBD" "b");
+  // Terminal control characters in a caller's job name or log never reach the output.
+  v1::TriageLogsRequest hostile;
+  hostile.add_changed_files("\x1b\x07dir/pkg/mod.py");
+  v1::CiJobLog* h = hostile.add_jobs();
+  h->set_name("job\x1b[2J\x07");
+  h->set_log("Traceback (most recent call last):\n  File \"/site-packages/pkg/mod.py\", line 1, in f\n"
+             "ValueError: \x1b[31mred\x08\x1b\x07\n");
+  auto hr = TriageLogs(hostile, *Defaults(), *ownership);
+  ASSERT_TRUE(hr.ok()) << hr.status();
+  const v1::JobTriage& ht = hr->jobs(0);
+  std::vector<std::string> texts = {ht.name(), ht.reason(), ht.signature(), ht.next_step(), ht.missing()};
+  for (const auto& l : ht.matched_lines()) texts.push_back(l.text());
+  for (const auto& e : ht.evidence()) texts.push_back(e.detail()), texts.push_back(e.changed_file());
+  ASSERT_FALSE(ht.evidence().empty()) << "the frame names the changed file";
+  for (const std::string& text : texts)
+    for (char c : {'\x1b', '\x07', '\x08'}) EXPECT_EQ(text.find(c), std::string::npos) << text;
   EXPECT_EQ(ToValidUtf8("\xc3\xa9"), "\xc3\xa9");
 }
 
