@@ -31,6 +31,7 @@ std::string VerdictText(const v1::KernelRun& r) {
     case v1::VERDICT_FAIL_CATASTROPHIC: return "fail: catastrophic";
     case v1::VERDICT_INVALID: return "invalid";
     case v1::VERDICT_ERROR: return "error";
+    case v1::VERDICT_FAIL_OUT_OF_BOUNDS: return "fail: out of bounds";
     default: return "-";
   }
 }

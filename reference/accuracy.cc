@@ -29,6 +29,7 @@ std::string VerdictName(Verdict v) {
     case Verdict::kFailUnwritten: return "fail: unwritten";
     case Verdict::kFailCatastrophic: return "fail: catastrophic";
     case Verdict::kInvalid: return "invalid";
+    case Verdict::kFailOutOfBounds: return "fail: out of bounds";
   }
   return "?";
 }

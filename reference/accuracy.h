@@ -52,6 +52,7 @@ enum class Verdict {
   kFailUnwritten = 3,
   kFailCatastrophic = 4,
   kInvalid = 5,  // the check itself is meaningless (reference norm is zero)
+  kFailOutOfBounds = 6,  // wrote outside y or past its workspace (validation's guard check)
 };
 std::string VerdictName(Verdict v);  // "pass", "fail: mismatch", ...
 

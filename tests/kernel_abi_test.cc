@@ -69,6 +69,34 @@ TEST(KernelAbi, BuggyPluginIsCaughtOnlyWhereItIsWrong) {
   EXPECT_EQ(r.verdict, reference::Verdict::kFailCatastrophic) << r.reason;
 }
 
+// Each build breaks one promise of kernel_api.h that a test shape alone would
+// not show (its y values are right): the harness's guards and poison catch it.
+TEST(KernelAbi, EveryPromiseOfTheAbiIsChecked) {
+  struct Case {
+    const char* lib;
+    reference::Verdict verdict;
+    const char* reason;
+  };
+  const Case cases[] = {
+      {"y_overrun", reference::Verdict::kFailOutOfBounds, "after its last"},
+      {"y_underrun", reference::Verdict::kFailOutOfBounds, "before its first"},
+      {"ws_overrun", reference::Verdict::kFailOutOfBounds, "past the end of its 64-byte workspace"},
+      {"ws_uninit", reference::Verdict::kFailNonFinite, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.lib);
+    auto lib = KernelLibrary::Open(std::string(MXVAL_PLUGIN_DIR) + "/libexample_plugin_" + c.lib + ".so");
+    ASSERT_TRUE(lib.ok()) << lib.status();
+    auto k = (*lib)->Find("example_naive");
+    ASSERT_TRUE(k.ok());
+    for (const bool strided : {false, true}) {
+      const auto r = Validate(*k, TileConfig{}, {2, 9, 40, 128}, strided);
+      EXPECT_EQ(r.verdict, c.verdict) << r.reason;
+      EXPECT_NE(r.reason.find(c.reason), std::string::npos) << r.reason;
+    }
+  }
+}
+
 // The version-1 layout of mxval_kernel (before launch_flags), as a library
 // built against the version-1 header lays out its table.
 struct KernelV1 {

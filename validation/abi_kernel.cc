@@ -2,6 +2,10 @@
 
 #include <vector>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
 namespace mxval {
 
 mxval_gemm_args AbiArgsFor(const CaseData& d, const void* x_base, const uint8_t* packed_base,
@@ -36,9 +40,22 @@ mxval_gemm_args AbiArgsFor(const CaseData& d, const void* x_base, const uint8_t*
 KernelFn HostAbiKernel(const mxval_kernel* kernel, const TileConfig& config) {
   return [kernel, config](const CaseData& d, uint16_t* y) -> absl::Status {
     mxval_gemm_args probe = AbiArgsFor(d, d.x_bf16.data(), d.packed.data(), d.scales.data(), y, nullptr, 0, nullptr);
-    std::vector<uint8_t> ws(WorkspaceSize(*kernel, probe, config));
-    mxval_gemm_args a = AbiArgsFor(d, d.x_bf16.data(), d.packed.data(), d.scales.data(), y, ws.data(), ws.size(), nullptr);
-    return Run(*kernel, a, config);
+    const size_t bytes = WorkspaceSize(*kernel, probe, config);
+    // Undefined on entry: 0xFF bytes (NaN as fp32) like the device path; a
+    // guard after it, checked after the run.
+    std::vector<uint8_t> ws(bytes + kWorkspaceGuardBytes, 0xFF);
+    mxval_gemm_args a =
+        AbiArgsFor(d, d.x_bf16.data(), d.packed.data(), d.scales.data(), y, bytes ? ws.data() : nullptr, bytes, nullptr);
+    MXVAL_RETURN_IF_ERROR(Run(*kernel, a, config));
+    size_t changed = 0, farthest = 0;
+    for (size_t i = 0; i < kWorkspaceGuardBytes; ++i) {
+      if (ws[bytes + i] != 0xFF) ++changed, farthest = i + 1;
+    }
+    if (changed == 0) return absl::OkStatus();
+    absl::Status st = absl::OutOfRangeError(absl::StrCat("wrote past the end of its ", bytes, "-byte workspace: ",
+                                                         changed, " byte(s), the farthest ", farthest, " past the end"));
+    st.SetPayload(kOutOfBoundsPayload, absl::Cord("workspace"));
+    return st;
   };
 }
 

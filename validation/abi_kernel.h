@@ -14,6 +14,12 @@ mxval_gemm_args AbiArgsFor(const CaseData& d, const void* x_base, const uint8_t*
                            const uint8_t* scales_base, void* y, void* workspace, size_t workspace_bytes,
                            void* stream);
 
+// Bytes after a host kernel's workspace that must stay 0xFF.
+inline constexpr size_t kWorkspaceGuardBytes = 256;
+
+// A host kernel: its workspace poisoned (0xFF: undefined on entry) with a
+// guard after it; a write into the guard is an out-of-bounds status
+// (kOutOfBoundsPayload).
 KernelFn HostAbiKernel(const mxval_kernel* kernel, const TileConfig& config);
 
 }  // namespace mxval

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "common/stats.h"
 #include "common/status_macros.h"
@@ -57,7 +58,7 @@ absl::Status DeviceCase::AddSet() {
   MXVAL_RETURN_IF_ERROR(alloc(s.x, data_.x_bf16.size() * sizeof(uint16_t)));
   MXVAL_RETURN_IF_ERROR(alloc(s.packed, data_.packed.size()));
   MXVAL_RETURN_IF_ERROR(alloc(s.scales, data_.scales.size()));
-  MXVAL_RETURN_IF_ERROR(alloc(s.y, data_.y_elems * sizeof(uint16_t)));
+  MXVAL_RETURN_IF_ERROR(alloc(s.y, (data_.y_elems + 2 * kYGuardElems) * sizeof(uint16_t)));
   if (!sets_.empty()) {  // a rotating copy of the inputs
     const Set& o = sets_[0];
     MXVAL_RETURN_IF_ERROR(rt_.CopyOnDevice(s.x.get(), o.x.get(), o.x.bytes()));
@@ -76,10 +77,35 @@ absl::Status DeviceCase::Grow(DeviceBuffer& b, size_t bytes) {
   return absl::OkStatus();
 }
 
+// y begins kYGuardElems elements into its buffer.
+void* DeviceCase::YOf(const Set& s) { return static_cast<uint16_t*>(s.y.get()) + kYGuardElems; }
+
 mxval_gemm_args DeviceCase::Args(const Set& s) const {
   return AbiArgsFor(data_, s.x.get(), static_cast<const uint8_t*>(s.packed.get()),
-                    static_cast<const uint8_t*>(s.scales.get()), s.y.get(), s.workspace.get(), s.workspace.bytes(),
+                    static_cast<const uint8_t*>(s.scales.get()), YOf(s), s.workspace.get(), s.workspace.bytes(),
                     rt_.stream());
+}
+
+absl::Status DeviceCase::ArmGuards(const Set& s) {
+  const std::vector<uint16_t> guard(kYGuardElems, kYGuardBf16Bits);
+  const size_t bytes = kYGuardElems * sizeof(uint16_t);
+  MXVAL_RETURN_IF_ERROR(rt_.CopyToDevice(s.y.get(), guard.data(), bytes));
+  return rt_.CopyToDevice(static_cast<uint16_t*>(YOf(s)) + data_.y_elems, guard.data(), bytes);
+}
+
+absl::Status DeviceCase::CheckGuards(const Set& s) {
+  std::vector<uint16_t> before(kYGuardElems), after(kYGuardElems);
+  const size_t bytes = kYGuardElems * sizeof(uint16_t);
+  MXVAL_RETURN_IF_ERROR(rt_.CopyToHost(before.data(), s.y.get(), bytes));
+  MXVAL_RETURN_IF_ERROR(rt_.CopyToHost(after.data(), static_cast<uint16_t*>(YOf(s)) + data_.y_elems, bytes));
+  int64_t nb = 0, na = 0;
+  for (int64_t i = 0; i < kYGuardElems; ++i) nb += before[i] != kYGuardBf16Bits, na += after[i] != kYGuardBf16Bits;
+  if (nb == 0 && na == 0) return absl::OkStatus();
+  absl::Status st = absl::OutOfRangeError(absl::StrCat("wrote outside y on the device: ", nb,
+                                                       " bf16 element(s) in the guard before its first, ", na,
+                                                       " in the guard after its last"));
+  st.SetPayload(kOutOfBoundsPayload, absl::Cord("device y"));
+  return st;
 }
 
 KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config, uint32_t launch_flags) {
@@ -91,7 +117,8 @@ KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config
     MXVAL_RETURN_IF_ERROR(Grow(s.workspace, WorkspaceSize(*kernel, a, config)));
     MXVAL_RETURN_IF_ERROR(rt_.Memset(s.workspace.get(), 0xFF, s.workspace.bytes()));
     const size_t y_bytes = d.y_elems * sizeof(uint16_t);
-    MXVAL_RETURN_IF_ERROR(rt_.CopyToDevice(s.y.get(), y, y_bytes));  // poisoned
+    MXVAL_RETURN_IF_ERROR(rt_.CopyToDevice(YOf(s), y, y_bytes));  // poisoned
+    MXVAL_RETURN_IF_ERROR(ArmGuards(s));
     a = Args(s);
     a.launch_flags = flags;
     if (flags & MXVAL_LAUNCH_PDL) {
@@ -101,7 +128,7 @@ KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config
       MXVAL_RETURN_IF_ERROR(rt_.CopyToDevice(late_y_.get(), y, y_bytes));
       MXVAL_RETURN_IF_ERROR(rt_.Memset(s.x.get(), 0xFF, s.x.bytes()));  // bf16 NaN until the writer lands
       LateWrite w;
-      w.first = {s.y.get(), late_y_.get(), y_bytes};
+      w.first = {YOf(s), late_y_.get(), y_bytes};
       w.second = {s.x.get(), late_x_.get(), s.x.bytes()};
       absl::Status st = rt_.LaunchLateWriter(w);
       if (st.ok()) st = Run(*kernel, a, config);
@@ -112,11 +139,13 @@ KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config
         return st;
       }
       MXVAL_RETURN_IF_ERROR(rt_.Synchronize());
-      return rt_.CopyToHost(y, s.y.get(), y_bytes);
+      MXVAL_RETURN_IF_ERROR(rt_.CopyToHost(y, YOf(s), y_bytes));
+      return CheckGuards(s);
     }
     MXVAL_RETURN_IF_ERROR(Run(*kernel, a, config));
     MXVAL_RETURN_IF_ERROR(rt_.Synchronize());
-    return rt_.CopyToHost(y, s.y.get(), d.y_elems * sizeof(uint16_t));
+    MXVAL_RETURN_IF_ERROR(rt_.CopyToHost(y, YOf(s), d.y_elems * sizeof(uint16_t)));
+    return CheckGuards(s);
   };
 }
 

@@ -124,6 +124,12 @@ class DeviceCase {
   // Reallocates `b` (contents lost) when it holds fewer than `bytes`.
   absl::Status Grow(DeviceBuffer& b, size_t bytes);
   mxval_gemm_args Args(const Set& s) const;
+  // y inside its buffer, between kYGuardElems guard elements on each side.
+  static void* YOf(const Set& s);
+  // Writes the guard pattern around y / OUT_OF_RANGE with
+  // kOutOfBoundsPayload when a kernel wrote into it.
+  absl::Status ArmGuards(const Set& s);
+  absl::Status CheckGuards(const Set& s);
 
   DeviceRuntime& rt_;
   const CaseData& data_;

@@ -62,6 +62,16 @@ int32_t TrustsWorkspace(const mxval_gemm_args* a, const mxval_tile_config* c, ch
   return 0;
 }
 
+// Writes one element past the end of y and one before it.
+int32_t WritesOutsideY(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+  if (int32_t r = CpuKernel()->run(a, c, err, len)) return r;
+  uint16_t* y = static_cast<uint16_t*>(a->y);
+  const int64_t last = (a->B - 1) * a->y_stride_b + (a->M - 1) * a->y_stride_m + (a->N - 1);
+  y[last + 1] = y[last];
+  y[-1] = y[0];
+  return 0;
+}
+
 mxval_kernel Variant(int32_t (*run)(const mxval_gemm_args*, const mxval_tile_config*, char*, size_t),
                      size_t (*ws)(const mxval_gemm_args*, const mxval_tile_config*) = nullptr) {
   mxval_kernel k = *CpuKernel();
@@ -93,6 +103,29 @@ TEST(DeviceCase, WorkspaceIsPoisonedBeforeEachRun) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_NE(r->accuracy.verdict, reference::Verdict::kPass);
   EXPECT_GE(r->accuracy.nan_count, 1);
+}
+
+TEST(DeviceCase, WritesOutsideYAreCaughtOnTheDevicePath) {
+  auto rt = NewHostRuntime();
+  ASSERT_TRUE(rt->SetDevice(0).ok());
+  CaseData d = MakeCase();
+  auto dc = DeviceCase::Upload(*rt, d);
+  ASSERT_TRUE(dc.ok());
+  const mxval_kernel k = Variant(WritesOutsideY);
+  auto r = CheckKernel(d, (*dc)->Kernel(&k, kConfig), CheckOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->accuracy.verdict, reference::Verdict::kFailOutOfBounds) << r->accuracy.reason;
+  EXPECT_NE(r->accuracy.reason.find("1 bf16 element(s) in the guard before its first, 1 in the guard after"),
+            std::string::npos)
+      << r->accuracy.reason;
+  // The same kernel on the host path: CheckKernel's own guards.
+  auto h = CheckKernel(d, HostAbiKernel(&k, kConfig), CheckOptions{});
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->accuracy.verdict, reference::Verdict::kFailOutOfBounds) << h->accuracy.reason;
+  // A correct kernel leaves every guard alone on both paths.
+  auto ok = CheckKernel(d, (*dc)->Kernel(CpuKernel(), kConfig), CheckOptions{});
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->accuracy.verdict, reference::Verdict::kPass) << ok->accuracy.reason;
 }
 
 uint32_t g_seen_flags = 0xdead;

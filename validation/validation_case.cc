@@ -145,21 +145,58 @@ absl::StatusOr<ReferenceOutput> ComputeReference(const CaseData& d, const CheckO
   return ref;
 }
 
+namespace {
+
+// "" when both guards around y are intact; else what was written where.
+std::string GuardViolation(const std::vector<uint16_t>& buf, int64_t y_elems) {
+  int64_t before = 0, after = 0, first_before = 0, last_after = 0;
+  for (int64_t i = 0; i < kYGuardElems; ++i) {
+    if (buf[i] != kYGuardBf16Bits) {
+      if (before++ == 0) first_before = kYGuardElems - i;
+    }
+    if (buf[kYGuardElems + y_elems + i] != kYGuardBf16Bits) {
+      ++after;
+      last_after = i + 1;
+    }
+  }
+  if (before == 0 && after == 0) return "";
+  std::string r = "wrote outside y:";
+  if (before > 0) absl::StrAppend(&r, " ", before, " bf16 element(s) before its first (the farthest ", first_before, " before)");
+  if (after > 0) {
+    absl::StrAppend(&r, before > 0 ? ";" : "", " ", after, " after its last (the farthest ", last_after, " past the end)");
+  }
+  absl::StrAppend(&r, " within the ", kYGuardElems, "-element guards");
+  return r;
+}
+
+}  // namespace
+
 absl::StatusOr<CaseResult> CheckKernel(const CaseData& d, const KernelFn& kernel, const CheckOptions& opt,
                                        const ReferenceOutput* reference) {
   const GemmShape& s = d.spec.shape;
   CaseResult res;
-  std::vector<uint16_t> y(d.y_elems, reference::kPoisonBf16Bits);
+  // y between its guards (see kYGuardElems).
+  std::vector<uint16_t> buf(d.y_elems + 2 * kYGuardElems, kYGuardBf16Bits);
+  std::fill(buf.begin() + kYGuardElems, buf.end() - kYGuardElems, reference::kPoisonBf16Bits);
+  uint16_t* const y = buf.data() + kYGuardElems;
+  std::string out_of_bounds;
   using Clock = std::chrono::steady_clock;
   double best = std::numeric_limits<double>::infinity();
   for (int rep = 0; rep < std::max(1, opt.repetitions); ++rep) {
     const auto t0 = Clock::now();
-    MXVAL_RETURN_IF_ERROR(kernel(d, y.data()));
+    absl::Status st = kernel(d, y);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!st.ok()) {
+      if (!st.GetPayload(kOutOfBoundsPayload).has_value()) return st;
+      out_of_bounds = std::string(st.message());
+      break;
+    }
     res.kernel_times.push_back(dt);
     best = std::min(best, dt);
+    if (out_of_bounds.empty()) out_of_bounds = GuardViolation(buf, d.y_elems);
+    if (!out_of_bounds.empty()) break;
   }
-  res.kernel_seconds = best;
+  res.kernel_seconds = res.kernel_times.empty() ? 0 : best;
 
   std::optional<ReferenceOutput> own;
   if (reference == nullptr) {
@@ -178,6 +215,10 @@ absl::StatusOr<CaseResult> CheckKernel(const CaseData& d, const KernelFn& kernel
   };
   res.accuracy = reference::CompareOutputs(s, got.data(), d.ys, reference->want.data(), d.ys, reference->rows,
                                            opt.tolerance, absdot);
+  if (!out_of_bounds.empty()) {
+    res.accuracy.verdict = reference::Verdict::kFailOutOfBounds;
+    res.accuracy.reason = out_of_bounds;
+  }
   return res;
 }
 

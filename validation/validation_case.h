@@ -8,7 +8,13 @@
 //           bytes), so a kernel that takes a vectorized scale path only on
 //           aligned rows is validated on the path production runs
 //   packed  0xFF bytes past K/2 in every row
-//   y       poisoned (signalling NaN) before the kernel runs
+//   y       poisoned (signalling NaN) before the kernel runs, with
+//           kYGuardElems guard elements (kYGuardBf16Bits) before its first
+//           and after its last element, checked after every run: a write
+//           there is VERDICT_FAIL_OUT_OF_BOUNDS
+//   workspace  (host kernels) poisoned with 0xFF bytes (NaN as fp32: its
+//           contents are undefined on entry) and followed by a guard,
+//           checked after every run
 #ifndef MXVAL_VALIDATION_VALIDATION_CASE_H_
 #define MXVAL_VALIDATION_VALIDATION_CASE_H_
 
@@ -77,8 +83,19 @@ struct CaseData {
   static absl::StatusOr<CaseData> Build(const CaseSpec& spec, int64_t max_bytes = int64_t{8} << 30);
 };
 
+// Guard elements on each side of y and their bf16 pattern (a NaN payload
+// no kernel computes, different from the in-range poison).
+inline constexpr int64_t kYGuardElems = 256;
+inline constexpr uint16_t kYGuardBf16Bits = 0x7FB7u;
+
 // A kernel under test: writes y (bf16 bits, layout from the case) or fails.
+// CheckKernel's y sits between host guards it checks itself; a kernel that
+// runs on a device mirror keeps guards around its device y, and a host
+// kernel one after its workspace: a KernelFn that finds its guards written
+// returns a status carrying kOutOfBoundsPayload. CheckKernel turns either
+// into kFailOutOfBounds.
 using KernelFn = std::function<absl::Status(const CaseData&, uint16_t* y)>;
+inline constexpr char kOutOfBoundsPayload[] = "mxval.dev/out-of-bounds";
 
 struct CaseResult {
   reference::AccuracyReport accuracy;

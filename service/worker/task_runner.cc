@@ -33,6 +33,7 @@ v1::Verdict ToProto(reference::Verdict v) {
     case reference::Verdict::kFailUnwritten: return v1::VERDICT_FAIL_UNWRITTEN;
     case reference::Verdict::kFailCatastrophic: return v1::VERDICT_FAIL_CATASTROPHIC;
     case reference::Verdict::kInvalid: return v1::VERDICT_INVALID;
+    case reference::Verdict::kFailOutOfBounds: return v1::VERDICT_FAIL_OUT_OF_BOUNDS;
   }
   return v1::VERDICT_UNSPECIFIED;
 }

@@ -7,6 +7,11 @@
  * that only covers the first half of K when K = 192. The tests validate both
  * builds and expect the buggy one to fail. -DMXVAL_EXAMPLE_CRASH (segfault) and
  * -DMXVAL_EXAMPLE_HANG (never returns) builds exercise the worker's isolation.
+ * Builds that break one promise of kernel_api.h each, for the harness's checks:
+ * -DMXVAL_EXAMPLE_Y_OVERRUN (writes one element past the end of y),
+ * -DMXVAL_EXAMPLE_Y_UNDERRUN (one element before y), -DMXVAL_EXAMPLE_WS_UNINIT
+ * (accumulates into its workspace as if it were zeroed on entry) and
+ * -DMXVAL_EXAMPLE_WS_OVERRUN (writes past the end of its workspace).
  */
 #include <math.h>
 #include <signal.h>
@@ -53,9 +58,16 @@ static int32_t can_implement(const mxval_gemm_args* a, const mxval_tile_config* 
 }
 
 static size_t workspace_size(const mxval_gemm_args* a, const mxval_tile_config* c) {
-  (void)a;
   (void)c;
+#if defined(MXVAL_EXAMPLE_WS_UNINIT)
+  return (size_t)(a->B * a->M * a->N) * sizeof(float);
+#elif defined(MXVAL_EXAMPLE_WS_OVERRUN)
+  (void)a;
+  return 64;
+#else
+  (void)a;
   return 0;
+#endif
 }
 
 #if defined(MXVAL_EXAMPLE_CRASH_ONCE) || defined(MXVAL_EXAMPLE_FLAKY_ONCE)
@@ -106,8 +118,27 @@ static int32_t run(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
           const unsigned code = (k & 1) ? (wp[k / 2] >> 4) : (wp[k / 2] & 15u);
           acc += bf16_to_float(x[b * a->x_stride_b + m * a->x_stride_m + k * a->x_stride_k]) * e2m1(code) * e8m0(ws[k / 32]);
         }
+#ifdef MXVAL_EXAMPLE_WS_UNINIT
+        float* partial = (float*)a->workspace + (b * a->M + m) * a->N + n;
+        *partial += acc; /* the bug: the workspace is not zeroed on entry */
+        acc = *partial;
+#endif
         y[b * a->y_stride_b + m * a->y_stride_m + n] = float_to_bf16(acc * out_scale);
       }
+#ifdef MXVAL_EXAMPLE_WS_OVERRUN
+  ((uint8_t*)a->workspace)[a->workspace_bytes] = 0; /* one byte past the end */
+#endif
+#if defined(MXVAL_EXAMPLE_Y_OVERRUN) || defined(MXVAL_EXAMPLE_Y_UNDERRUN)
+  {
+    /* The farthest element in range, then one step beyond it (or before y). */
+    const int64_t last = (a->B - 1) * a->y_stride_b + (a->M - 1) * a->y_stride_m + (a->N - 1);
+#ifdef MXVAL_EXAMPLE_Y_OVERRUN
+    y[last + 1] = y[last];
+#else
+    y[-1] = y[0];
+#endif
+  }
+#endif
   return 0;
 }
 
@@ -123,6 +154,9 @@ static const mxval_kernel_library kLibrary = {MXVAL_KERNEL_ABI_VERSION, "example
                                               "example-crash-once-1",
 #elif defined(MXVAL_EXAMPLE_FLAKY_ONCE)
                                               "example-flaky-once-1",
+#elif defined(MXVAL_EXAMPLE_Y_OVERRUN) || defined(MXVAL_EXAMPLE_Y_UNDERRUN) || defined(MXVAL_EXAMPLE_WS_UNINIT) || \
+    defined(MXVAL_EXAMPLE_WS_OVERRUN)
+                                              "example-broken-promise-1",
 #else
                                               "example-1",
 #endif

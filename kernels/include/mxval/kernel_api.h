@@ -23,12 +23,17 @@
  * Rules for implementers:
  *  - Never read w_scales past K/32 groups, w_packed past K/2 bytes, or x past
  *    row M-1 / column K-1 (mxval poisons those regions with NaN / 0xFF).
- *  - Write every y element in range and nothing else.
+ *  - Write every y element in range and nothing else (mxval leaves poison in
+ *    y, which an unwritten element keeps, and poisoned guards before y's
+ *    first and after its last element, checked after every run on the host
+ *    and the device: a write there fails the run as out of bounds).
  *  - Entry points return 0 on success; non-zero with a NUL-terminated message
  *    in err (at most err_len bytes) otherwise. They must not abort.
  *  - run() may be asynchronous on `stream`; the caller synchronizes.
  *  - `workspace` (device memory of workspace_size() bytes) is scratch, e.g.
- *    split-K partials; its contents on entry are undefined.
+ *    split-K partials; its contents on entry are undefined (mxval fills it
+ *    with 0xFF bytes, NaN as fp32, before every checked run; on the host a
+ *    guard after it must stay untouched).
  *
  * Launch flags (version 2). args->launch_flags says what the caller allows
  * for this run; a kernel's launch_flags say which of them its run() acts on.
