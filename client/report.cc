@@ -325,6 +325,11 @@ std::string MarkdownEscape(const std::string& s) {
       case '`': o += "\\`"; break;
       case '*': o += "\\*"; break;
       case '_': o += "\\_"; break;
+      case '[': o += "\\["; break;  // no links or images from caller text
+      case ']': o += "\\]"; break;
+      case '!': o += "\\!"; break;
+      case '#': o += "\\#"; break;
+      case '@': o += "&#64;"; break;  // no @-mentions of people or teams
       case '\n': case '\r': o += ' '; break;
       default: o += c;
     }
@@ -413,7 +418,9 @@ namespace {
 // Inside a code span nothing is interpreted; only a backtick or a newline
 // could end it.
 std::string CodeSpan(const std::string& text) {
-  std::string code = text.substr(0, 240);
+  size_t cut = std::min<size_t>(text.size(), 240);
+  while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8 characters
+  std::string code = text.substr(0, cut);
   for (char& ch : code)
     if (ch == '`' || ch == '\n' || ch == '\r') ch = '\'';
   return absl::StrCat("`", code, "`");

@@ -42,14 +42,10 @@ absl::StatusOr<v1::TriageLogsRequest> ReadRequest(const TriageFlags& fl) {
     }
   }
   if (!fl.diff_path.empty()) {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(fl.diff_path, ec);
-    if (ec) return absl::InvalidArgumentError(absl::StrCat("--diff: ", fl.diff_path, ": ", ec.message()));
-    if (static_cast<int64_t>(size) > kMaxDiffBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("--diff: ", size, " bytes (at most ", kMaxDiffBytes, ")"));
-    }
-    auto text = ReadTail(fl.diff_path, kMaxDiffBytes);
+    bool cut = false;
+    auto text = ReadTail(fl.diff_path, kMaxDiffBytes, &cut);  // a file or a pipe (<(git diff ...))
     if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat("--diff: ", text.status().message()));
+    if (cut) return absl::InvalidArgumentError(absl::StrCat("--diff: larger than ", kMaxDiffBytes, " bytes"));
     req.set_diff(std::move(*text));
   }
   std::error_code ec;
@@ -65,9 +61,11 @@ absl::StatusOr<v1::TriageLogsRequest> ReadRequest(const TriageFlags& fl) {
     for (const char* ext : {".log", ".txt"})
       if (absl::EndsWith(name, ext)) name.resize(name.size() - strlen(ext));
     j->set_name(name);
-    auto log = ReadTail(p.string(), fl.max_log_bytes);
+    bool cut = false;
+    auto log = ReadTail(p.string(), fl.max_log_bytes, &cut);
     if (!log.ok()) return absl::InvalidArgumentError(log.status().message());
     j->set_log(std::move(*log));
+    j->set_truncated(cut);
     if (!fl.base_dir.empty()) {
       const std::filesystem::path b = std::filesystem::path(fl.base_dir) / p.filename();
       if (std::filesystem::is_regular_file(b, ec)) {
@@ -90,6 +88,13 @@ int TriageRemote(const TriageFlags& fl, const v1::TriageLogsRequest& req, v1::Tr
   if (!creds.ok()) return Usage(err, "triage", std::string(creds.status().message()));
   auto stub = v1::TriageService::NewStub(ClientChannel(fl.coordinator, *creds, ca));
   constexpr size_t kBatchBytes = 12 << 20;
+  for (const v1::CiJobLog& j : req.jobs()) {
+    if (j.ByteSizeLong() + req.diff().size() > kBatchBytes) {
+      return Usage(err, "triage",
+                   absl::StrCat("job '", j.name(), "': its log, base log and the diff exceed what one request to a ",
+                                "coordinator carries (12 MiB); lower --max-log-bytes"));
+    }
+  }
   for (int i = 0; i < req.jobs_size();) {
     v1::TriageLogsRequest batch;
     *batch.mutable_changed_files() = req.changed_files();
@@ -178,7 +183,10 @@ int TriageVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (fl.format == "json") {
     google::protobuf::util::JsonPrintOptions jo;
     jo.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(resp, &text, jo);
+    if (!google::protobuf::util::MessageToJsonString(resp, &text, jo).ok()) {
+      err << "mxval triage: cannot print the result as JSON\n";
+      return kInternal;
+    }
   } else {
     text = LogTriageMarkdown(resp);
   }

@@ -554,7 +554,9 @@ void Coordinator::RecordTriage(const std::string& task_id) {
 grpc::Status Coordinator::TriageLogs(grpc::ServerContext* ctx, const v1::TriageLogsRequest* req,
                                      v1::TriageLogsResponse* resp) {
   MXVAL_AUTHORIZE(caller, v1::ROLE_SUBMITTER, "TriageLogs");
-  auto r = triage::TriageLogs(*req, *rules_, *log_ownership_, options_.log_triage);
+  triage::LogTriageOptions o = options_.log_triage;
+  o.cancelled = [ctx] { return ctx->IsCancelled(); };
+  auto r = triage::TriageLogs(*req, *rules_, *log_ownership_, o);
   if (!r.ok()) return ToGrpc(r.status());
   if (options_.metrics) {
     for (const v1::JobTriage& j : r->jobs()) {

@@ -1,5 +1,6 @@
 #include "service/triage/change_index.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -133,7 +134,7 @@ ChangeIndex::ChangeIndex(const std::vector<std::string>& changed, const PrDiff* 
       bool letters = false;
       for (char ch : t) letters = letters || absl::ascii_isalpha(ch);
       if (t.size() < 6 || !letters || ArchLike(t) || t == "config" || t == "configs" || t == "tuned") continue;
-      if (table_ops_.size() < 1000) table_ops_.emplace_back(t, i);
+      if (table_ops_.size() < 64) table_ops_.emplace_back(t, i);
     }
   }
 }
@@ -142,9 +143,16 @@ ChangeIndex::PathHit ChangeIndex::MatchPath(absl::string_view path) const {
   PathHit best;
   const std::vector<std::string> parts = Parts(path, '/');
   if (parts.empty()) return best;
+  // An installed path names its package right after site-/dist-packages:
+  // .../dist-packages/vllm/x/y.py is not python/sglang/x/y.py.
+  std::string package;
+  for (size_t i = 0; i + 1 < parts.size(); ++i)
+    if (parts[i] == "site-packages" || parts[i] == "dist-packages") package = parts[i + 1];
   auto range = by_basename_.equal_range(parts.back());
-  for (auto it = range.first; it != range.second; ++it) {
+  int examined = 0;
+  for (auto it = range.first; it != range.second && examined < kMaxCandidates; ++it, ++examined) {
     const ChangedFile& f = files_[it->second];
+    if (!package.empty() && std::find(f.parts.begin(), f.parts.end(), package) == f.parts.end()) continue;
     const int k = CommonSuffix(parts, f.parts);
     const bool whole = k == static_cast<int>(f.parts.size());
     const bool ok = k >= 2 || whole || (k == 1 && !GenericBasename(f.parts.back()));
@@ -159,7 +167,8 @@ ChangeIndex::PathHit ChangeIndex::MatchModule(absl::string_view dotted) const {
   // "pkg.mod.Class.method": try the module at each of the last three positions.
   for (int drop = 0; drop < 3 && parts.size() >= 2; ++drop) {
     auto range = by_module_tail_.equal_range(parts.back());
-    for (auto it = range.first; it != range.second; ++it) {
+    int examined = 0;
+    for (auto it = range.first; it != range.second && examined < kMaxCandidates; ++it, ++examined) {
       const ChangedFile& f = files_[it->second];
       std::vector<std::string> fp = f.parts;
       fp.back() = fp.back().substr(0, fp.back().size() - 3);

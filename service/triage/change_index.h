@@ -26,6 +26,9 @@ struct ChangedFile {
 
 class ChangeIndex {
  public:
+  // Changed files compared per log token: a change of thousands of files
+  // with one basename is matched on its first kMaxCandidates.
+  static constexpr int kMaxCandidates = 64;
   // `diff` (may be null) must outlive the index; its files join `changed`.
   ChangeIndex(const std::vector<std::string>& changed, const PrDiff* diff);
 
@@ -37,7 +40,8 @@ class ChangeIndex {
   // A path as the log spells it ("/opt/.../pkg/srt/x.py", "x.py"). Two
   // shared trailing components match; one matches when it is the changed
   // path itself or a basename too distinctive to be another file's
-  // (not __init__.py, utils.py, ...).
+  // (not __init__.py, utils.py, ...). An installed path matches only a
+  // changed path of its package (the directory after site-/dist-packages).
   PathHit MatchPath(absl::string_view path) const;
   // A dotted module path ("pkg.srt.layers.x", "pkg.srt.layers.x.Class"):
   // at least two trailing module components of a changed .py file.

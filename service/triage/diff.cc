@@ -44,15 +44,17 @@ bool ParseHunkHeader(absl::string_view line, int64_t* old_count, int64_t* new_co
   return true;
 }
 
-// The function or class a line defines, if any (Python, C/C++/CUDA/HIP).
-std::string DefinedName(absl::string_view line) {
+// The function or class a line defines, if any: Python's def/class; for
+// C-family files (c_family) also a definition's shape, never a call
+// ("raise E(", "if isinstance(", "return f(" define nothing).
+std::string DefinedName(absl::string_view line, bool c_family) {
   static const RE2 kPy(R"(^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*))");
   static const RE2 kC(
       R"(^\s*(?:template\s*<[^>]*>\s*)?(?:(?:static|inline|__global__|__device__|__host__|__launch_bounds__\([^)]*\)|extern|constexpr|virtual|[\w:<>,*&]+)\s+)+\**&?([A-Za-z_]\w*(?:::[A-Za-z_~]\w*)*)\s*\([^;]*$)");
   std::string name;
   re2::StringPiece sp(line.data(), line.size());
   if (RE2::PartialMatch(sp, kPy, &name)) return name;
-  if (RE2::PartialMatch(sp, kC, &name)) {
+  if (c_family && RE2::PartialMatch(sp, kC, &name)) {
     const size_t colons = name.rfind("::");
     if (colons != std::string::npos) name = name.substr(colons + 2);
     static const std::set<std::string> kKeywords = {"if", "for", "while", "switch", "return", "sizeof", "catch",
@@ -64,9 +66,9 @@ std::string DefinedName(absl::string_view line) {
 
 // The enclosing definition git prints after a hunk header ("def f(x):",
 // "class C:", "void f(int)"): its name.
-std::string ContextName(absl::string_view ctx) {
-  std::string n = DefinedName(ctx);
-  if (!n.empty()) return n;
+std::string ContextName(absl::string_view ctx, bool c_family) {
+  std::string n = DefinedName(ctx, c_family);
+  if (!n.empty() || !c_family) return n;
   static const RE2 kCall(R"(([A-Za-z_]\w*)\s*\()");
   re2::StringPiece sp(ctx.data(), ctx.size());
   std::string last, m;
@@ -82,6 +84,12 @@ bool IsKernelDecorator(absl::string_view line) {
   return RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), kDeco);
 }
 
+bool CFamily(absl::string_view path) {
+  for (const char* ext : {".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".cu", ".cuh", ".hip", ".inl"})
+    if (absl::EndsWith(path, ext)) return true;
+  return false;
+}
+
 bool IsGlobalKernel(absl::string_view line) { return absl::StrContains(line, "__global__"); }
 
 // Triton and CUDA kernels are conventionally named "..._kernel" / "kernel_...".
@@ -95,6 +103,8 @@ struct FileState {
   bool enclosing_kernel = false;          // ... and it is a kernel
   bool in_flag_definition = false;        // an add_argument( whose flag string is on the next line
   bool in_env_definition = false;         // an environment read whose name is on the next line
+  bool c_family = false;                  // C, C++, CUDA, HIP: definitions have no keyword
+  std::string hunk_function;              // the function the hunk header names
 };
 
 void AddBounded(std::set<std::string>* s, const std::string& v, const DiffLimits& l) {
@@ -214,9 +224,10 @@ absl::StatusOr<PrDiff> ParseUnifiedDiff(absl::string_view text, const DiffLimits
         if (c != '+') --old_left;
         if (c != '-') --new_left;
         if (IsKernelDecorator(body)) st.pending_kernel_decorator = true;
-        const std::string defined = DefinedName(body);
+        const std::string defined = DefinedName(body, st.c_family);
         if (!defined.empty()) {
           st.enclosing = defined;
+          st.hunk_function.clear();
           st.enclosing_kernel = st.pending_kernel_decorator || IsGlobalKernel(body) || NameLooksKernel(defined);
           st.pending_kernel_decorator = false;
         }
@@ -227,6 +238,9 @@ absl::StatusOr<PrDiff> ParseUnifiedDiff(absl::string_view text, const DiffLimits
             AddBounded(&st.file.functions, st.enclosing, l);
             if (st.enclosing_kernel) AddBounded(&st.file.kernels, st.enclosing, l);
           }
+          // The hunk header's function contains the change too, unless a
+          // definition inside the hunk started after it.
+          if (!st.hunk_function.empty()) AddBounded(&st.file.functions, st.hunk_function, l);
           ScanSymbols(body, c == '+', &st, l);
         }
         continue;
@@ -266,7 +280,9 @@ absl::StatusOr<PrDiff> ParseUnifiedDiff(absl::string_view text, const DiffLimits
     if (absl::StartsWith(line, "@@")) {
       absl::string_view ctx;
       if (ParseHunkHeader(line, &old_left, &new_left, &ctx)) {
-        st.enclosing = ContextName(ctx);
+        st.c_family = CFamily(st.file.path);
+        st.enclosing = ContextName(ctx, st.c_family);
+        st.hunk_function = st.enclosing;
         st.enclosing_kernel = IsGlobalKernel(ctx) || NameLooksKernel(st.enclosing);
         st.pending_kernel_decorator = false;
       }

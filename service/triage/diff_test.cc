@@ -101,6 +101,27 @@ TEST(Diff, FlagsPresentBeforeAreNotIntroduced) {
   EXPECT_EQ(d->files[0].path, "x.py");
 }
 
+// Calls on changed lines are not definitions: the function the hunk header
+// names stays the changed one.
+TEST(Diff, CallsAreNotDefinitions) {
+  auto d = ParseUnifiedDiff(
+      "diff --git a/pkg/moe.py b/pkg/moe.py\n--- a/pkg/moe.py\n+++ b/pkg/moe.py\n"
+      "@@ -10,2 +10,4 @@ def fused_experts_impl(x, w):\n"
+      "     y = x\n"
+      "+    if isinstance(w, list):\n"
+      "+        raise RuntimeError(\"bad weights\")\n"
+      "     return y\n"
+      "diff --git a/csrc/quant.cu b/csrc/quant.cu\n--- a/csrc/quant.cu\n+++ b/csrc/quant.cu\n"
+      "@@ -1,2 +1,3 @@ void launch(int n) {\n"
+      "   int x = 0;\n"
+      "+  return helper(n);\n"
+      "   }\n");
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->files.size(), 2u);
+  EXPECT_EQ(d->files[0].functions, (std::set<std::string>{"fused_experts_impl"}));
+  EXPECT_EQ(d->files[1].functions, (std::set<std::string>{"launch"}));
+}
+
 TEST(Diff, BadInputIsAClearErrorAndBounded) {
   EXPECT_EQ(ParseUnifiedDiff("just some text\nno headers\n").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(ParseUnifiedDiff("x").status().message().find("diff:"), std::string::npos);
@@ -131,6 +152,8 @@ TEST(ChangeIndex, PathSuffixModuleAndSymbols) {
   EXPECT_LT(idx.MatchPath("/usr/lib/other/utils.py").file, 0) << "a generic basename alone is no evidence";
   EXPECT_GE(idx.MatchPath("site-packages/pkg/utils.py").file, 0);
   EXPECT_LT(idx.MatchPath("/x/other/mxfp4_unrelated.py").file, 0);
+  EXPECT_LT(idx.MatchPath("/usr/lib/python3/dist-packages/vllm/srt/layers/quantization/mxfp4.py").file, 0)
+      << "another package's file of the same name";
   const auto mod = idx.MatchModule("pkg.srt.layers.quantization.mxfp4.Mxfp4MoEMethod");
   ASSERT_GE(mod.file, 0);
   EXPECT_EQ(idx.files()[mod.file].path, "python/pkg/srt/layers/quantization/mxfp4.py");

@@ -24,7 +24,23 @@ const RE2& PyFrame() {
 
 bool Indented(absl::string_view s) { return !s.empty() && (s[0] == ' ' || s[0] == '\t'); }
 
-bool SurvivalWords(absl::string_view s) { return AnnouncesSurvival(s); }
+
+// Words (not a log level) that say the program went on past a failure.
+bool AnnouncesGoingOn(absl::string_view s) {
+  static const RE2 words(
+      R"((?i)(exception ignored|ignored exception|non-?fatal|\bretry\b|retrying|will try again|\btry(?:ing)? to (?:compile|build|rebuild|reload|install)|falling back|fall back|fallback|continuing|skipping|recovered))");
+  return RE2::PartialMatch(SP(s), words);
+}
+
+// An exception line whose name LooksLikeExceptionLine does not know
+// ("triton.runtime.errors.OutOfResources: ...", "RayTaskError(ValueError): ...",
+// "_pytest.outcomes.Failed: ..."): a dotted name, optionally called, then ": ".
+// Accepted only right after a traceback's frames.
+bool RaisedLine(absl::string_view s) {
+  static const RE2 re(R"(^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:\([\w.]*\))?: \S)");
+  static const RE2 level(R"(^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|NOTE|Note|Hint|Error|Warning):)");
+  return RE2::PartialMatch(SP(s), re) && !RE2::PartialMatch(SP(s), level);
+}
 
 
 // A line that starts a new log record (not part of an exception message).
@@ -78,6 +94,7 @@ class Parser {
     if (!repeats) prefix.clear();
     if (absl::StrContains(absl::AsciiStrToLower(prefix), "warn")) b.survived = true;
     int skipped = 0;
+    bool chained = false;  // a chain marker was read: the next "Traceback" continues this block
     int64_t j = i + 1;
     int64_t last = i;
     for (; j < n && j - i < l_.max_block_lines; ++j) {
@@ -95,15 +112,23 @@ class Parser {
         last = j;
         continue;
       }
+      // Another traceback starts: this one ended without its exception line
+      // (unless a chain marker announced it).
+      if (absl::StrContains(body, "Traceback (most recent call last):")) {
+        if (!chained) break;
+        chained = false;
+        continue;
+      }
+      if (b.frames.empty() && j > i + 5) break;  // the words, not a traceback
       if (Indented(body)) {
         last = j;
         continue;
       }
-      if (body.empty() || absl::StartsWith(body, "Traceback (most recent call last):")) {
+      if (body.empty()) {
         if (++skipped > 20) break;
         continue;
       }
-      if (!LooksLikeExceptionLine(body)) {
+      if (!LooksLikeExceptionLine(body) && !(b.frames.size() > 0 && RaisedLine(body))) {
         if (++skipped > 20) break;  // another process's line in the middle
         continue;
       }
@@ -134,6 +159,7 @@ class Parser {
                     absl::StartsWith(Body(c, prefix), "The above exception was the direct cause"))) {
         j = c;
         skipped = 0;
+        chained = true;
         continue;
       }
       break;
@@ -141,9 +167,11 @@ class Parser {
     b.end = std::max(last, b.exception_line);
     if (b.exception_line < 0 && b.frames.empty()) return i;  // a mention of the words, not a traceback
     if (b.exception_type.size() > 7 && absl::EndsWith(b.exception_type, "Warning")) b.survived = true;
-    if (i > 0 && SurvivalWords(m_.lines[i - 1]) && !absl::StrContains(m_.lines[i - 1], "Traceback")) b.survived = true;
+    // The line before (not a warning level: another process's record may
+    // sit there) or the lines after announce that the program went on.
+    if (i > 0 && AnnouncesGoingOn(m_.lines[i - 1]) && !absl::StrContains(m_.lines[i - 1], "Traceback")) b.survived = true;
     for (int64_t k = b.end + 1; k < n && k <= b.end + 3; ++k)
-      if (SurvivalWords(m_.lines[k])) b.survived = true;
+      if (AnnouncesGoingOn(m_.lines[k])) b.survived = true;
     // A server that comes up after the traceback survived it.
     static const RE2 kReady(
         R"((?i)(fired up and ready|application startup complete|uvicorn running on|ready to roll|server is ready|started server process))");
@@ -387,6 +415,16 @@ int LogModel::BlockAt(int64_t line) const {
 LogModel ParseLog(absl::string_view log, const LogModelLimits& l) {
   LogModel m;
   size_t pos = 0;
+  // Past max_lines lines only the last max_lines are kept (failures are at the end).
+  int64_t total = 0;
+  for (size_t i = 0; i < log.size(); ++i) total += log[i] == '\n';
+  if (!log.empty() && log.back() != '\n') ++total;
+  for (int64_t skip = total - l.max_lines; skip > 0; --skip) {
+    const size_t e = log.find('\n', pos);
+    pos = e == absl::string_view::npos ? log.size() : e + 1;
+    ++m.line_offset;
+  }
+  m.lines.reserve(static_cast<size_t>(std::min<int64_t>(total, l.max_lines)));
   while (pos < log.size()) {
     size_t e = log.find('\n', pos);
     if (e == absl::string_view::npos) e = log.size();

@@ -22,6 +22,7 @@ struct LogModelLimits {
   int64_t max_block_lines = 4000;
   int max_blocks = 2000;
   int max_failing_tests = 500;
+  int64_t max_lines = 250000;  // longer logs: their last max_lines lines
 };
 
 struct Frame {
@@ -56,6 +57,7 @@ struct FailingTest {
 
 struct LogModel {
   std::vector<std::string> lines;  // decoration removed, capped at max_line_bytes
+  int64_t line_offset = 0;         // lines dropped before lines[0] (max_lines)
   std::vector<Block> blocks;       // by first line; a server traceback captured inside a pytest section nests in it
   std::vector<FailingTest> failing_tests;
   // The innermost block that contains a line, or -1.

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -87,6 +88,8 @@ struct Event {
   std::vector<int64_t> inner;  // lines inside the block that a rule names
   std::string signature, key;
   bool infra = false, runner = false, consequence = false, report = false, survived = false;
+  bool runner_late = false;  // a runner fault long after the first real failure
+  bool unmatched = false;    // a failed test no rule names: the root cause only when nothing else is
 };
 
 struct Analysis {
@@ -97,9 +100,10 @@ struct Analysis {
   //   0  the runner is unusable (anywhere in the log: it explains the rest)
   //   1  the first fatal event
   //   2  the first infrastructure consequence or test report (nothing said why)
-  //   3  the last event announced as survived (retried, warned about): the
-  //      job ended after it with nothing else fatal
-  //   4  only a non-infrastructure consequence (the step's exit code)
+  //   3  a failed test the log reports in words no rule knows
+  //   4  the last infrastructure event announced as survived (retried):
+  //      the job ended after it with nothing else fatal
+  //   5  only a non-infrastructure consequence (the step's exit code)
   int tier = -1;
   std::set<std::string> fatal_keys;
 };
@@ -144,7 +148,16 @@ Analysis Analyze(absl::string_view log, const LogClassifier& c, const LogTriageO
     }
     e.rule = best;
     e.signature = Clip(exception);
-    e.key = absl::StrCat(best >= 0 ? rules.rules(best).name() : "exception", "|", Normalize(exception));
+    // The same failure: the same exception raised at the same place (the
+    // innermost frame's file and function), or in the same test.
+    std::string where = b.test;
+    if (!b.frames.empty()) {
+      const Frame& f = b.frames.back();
+      where = absl::StrCat(f.path.substr(f.path.find_last_of('/') + 1), ":", f.function);
+    }
+    e.key = b.exception.empty() ? absl::StrCat("unfinished traceback at line ", b.begin)  // never "the same"
+                                : absl::StrCat(best >= 0 ? rules.rules(best).name() : "exception", "|",
+                                               Normalize(exception), "|", where);
     if (best >= 0) {
       const v1::LogRule& r = rules.rules(best);
       e.infra = r.infra();
@@ -154,11 +167,13 @@ Analysis Analyze(absl::string_view log, const LogClassifier& c, const LogTriageO
     e.survived = b.survived;  // a block is never a bare report: it says why
     a.events.push_back(std::move(e));
   }
+  static const RE2 kSkipped(R"((?:\bSKIPPED\b|\bXFAIL\b|\bxfail\b|^\[  SKIPPED \]|skipped 'requires))");
   for (int64_t i = 0; i < n; ++i) {
     if (covered[i]) continue;
     std::string sig;
     const int r = c.MatchLine(m.lines[i], &sig);
     if (r < 0) continue;
+    if (RE2::PartialMatch(m.lines[i], kSkipped)) continue;  // a skip reason ("device_count() == 0") is no failure
     const v1::LogRule& rule = rules.rules(r);
     Event e;
     e.line = i;
@@ -174,6 +189,24 @@ Analysis Analyze(absl::string_view log, const LogClassifier& c, const LogTriageO
     e.survived = AnnouncesSurvival(m.lines[i]) || (i + 1 < n && Retries(m.lines[i + 1]));
     a.events.push_back(std::move(e));
   }
+  // A test runner that reported a failed test in words no rule knows
+  // ("test_x.py failed with exit code 1"): that report.
+  if (!m.failing_tests.empty()) {
+    std::set<int64_t> event_lines;
+    for (const Event& e : a.events) event_lines.insert(e.line);
+    for (const FailingTest& t : m.failing_tests) {
+      if (event_lines.count(t.line) || covered[t.line]) continue;
+      Event e;
+      e.line = t.line;
+      e.begin = std::max<int64_t>(0, t.line - 2);
+      e.end = t.line;
+      e.signature = Clip(absl::StrCat("failed test ", t.id));
+      e.key = absl::StrCat("failed-test|", Normalize(t.id));
+      e.report = true;
+      e.unmatched = true;
+      a.events.push_back(std::move(e));
+    }
+  }
   std::stable_sort(a.events.begin(), a.events.end(), [](const Event& x, const Event& y) { return x.line < y.line; });
   // A runner message on a plain line after which tests still pass (an
   // environment probe in a job that needs no GPU) did not make the runner
@@ -181,8 +214,14 @@ Analysis Analyze(absl::string_view log, const LogClassifier& c, const LogTriageO
   int64_t last_pass = -1;
   for (int64_t i = n - 1; i >= 0 && last_pass < 0; --i)
     if (PassedLine(m.lines[i])) last_pass = i;
+  // ... unless the runner complains again later (a GPU test's own error).
+  int64_t last_runner = -1;
+  for (int64_t i = n - 1; i >= 0 && last_runner < 0; --i) {
+    const int r = c.MatchLine(m.lines[i], nullptr);
+    if (r >= 0 && rules.rules(r).runner()) last_runner = i;
+  }
   for (Event& e : a.events)
-    if (e.runner && e.block < 0 && last_pass > e.line) e.survived = true;
+    if (e.runner && e.block < 0 && last_pass > e.line && last_runner <= e.line) e.survived = true;
   // A line that announces the failure block right after it ("FAIL: test_x
   // (mod.C.test_x)", "ERROR: Exception in ASGI application:") is that block.
   std::vector<Event> kept;
@@ -199,21 +238,34 @@ Analysis Analyze(absl::string_view log, const LogClassifier& c, const LogTriageO
     if (!header) kept.push_back(e);
   }
   a.events = std::move(kept);
-  for (int tier = 0; tier < 5 && a.root < 0; ++tier) {
+  // A runner fault explains the failures around it: it is the root cause
+  // when it shows before the first fatal event or within a few lines after
+  // it ("No HIP GPUs are available" right after the assertion that counted
+  // them); one long after a real failure is not its cause.
+  int64_t first_fatal_end = -1;
+  for (const Event& e : a.events)
+    if (!e.runner && !e.consequence && !e.report && !e.survived) {
+      first_fatal_end = e.end;
+      break;
+    }
+  for (Event& e : a.events)
+    if (e.runner && first_fatal_end >= 0 && e.line > first_fatal_end + 10) e.runner_late = true;
+  for (int tier = 0; tier < 6 && a.root < 0; ++tier) {
     for (int i = 0; i < static_cast<int>(a.events.size()); ++i) {
       const Event& e = a.events[i];
       bool fits = false;
       switch (tier) {
-        case 0: fits = e.runner && !e.survived; break;
+        case 0: fits = e.runner && !e.survived && !e.runner_late; break;
         case 1: fits = !e.consequence && !e.report && !e.survived; break;
-        case 2: fits = !e.survived && ((e.consequence && e.infra) || e.report); break;
-        case 3: fits = !e.consequence && e.survived && e.infra; break;
+        case 2: fits = !e.survived && !e.unmatched && ((e.consequence && e.infra) || e.report); break;
+        case 3: fits = e.unmatched; break;
+        case 4: fits = !e.consequence && e.survived && e.infra; break;
         default: fits = !e.survived && e.consequence; break;
       }
       if (fits) {
         a.root = i;
         a.tier = tier;
-        if (tier != 3) break;  // of failures that were retried, the last one is what the job ended on
+        if (tier != 4) break;  // of failures that were retried, the last one is what the job ended on
       }
     }
   }
@@ -226,6 +278,8 @@ Analysis Analyze(absl::string_view log, const LogClassifier& c, const LogTriageO
 class EvidenceSet {
  public:
   static constexpr size_t kMaxItems = 1000;
+  // Line numbers are reported counting the lines the model dropped.
+  explicit EvidenceSet(int64_t offset) : offset_(offset) {}
   void Add(const std::string& kind, const std::string& detail, int64_t line, int file, const ChangeIndex& idx,
            bool at_root, v1::TriageConfidence strength) {
     const std::string key = absl::StrCat(kind, "\n", detail);
@@ -246,8 +300,8 @@ class EvidenceSet {
     }
     if (line >= 0 && it->second.lines_size() < 5) {
       bool dup = false;
-      for (int64_t l : it->second.lines()) dup = dup || l == line + 1;
-      if (!dup) it->second.add_lines(line + 1);
+      for (int64_t l : it->second.lines()) dup = dup || l == line + 1 + offset_;
+      if (!dup) it->second.add_lines(line + 1 + offset_);
     }
   }
   std::vector<v1::TriageEvidence> Sorted() const {
@@ -274,30 +328,31 @@ class EvidenceSet {
 
  private:
   std::map<std::string, v1::TriageEvidence> items_;
+  int64_t offset_ = 0;
 };
-
-// A flag or switch printed with an off value ("enable_x=False", "X=0") is
-// defined in the job but not exercised.
-bool SwitchedOff(absl::string_view rest) {
-  rest = absl::StripLeadingAsciiWhitespace(rest);
-  if (rest.empty() || (rest[0] != '=' && rest[0] != ':')) return false;
-  rest.remove_prefix(1);
-  rest = absl::StripLeadingAsciiWhitespace(rest);
-  if (!rest.empty() && (rest[0] == '\'' || rest[0] == '"')) rest.remove_prefix(1);
-  for (const char* off : {"False", "false", "None", "none", "0", "off", "Off", "OFF", "no", "[]", "''", "\"\""}) {
-    if (absl::StartsWith(rest, off)) {
-      const absl::string_view after = rest.substr(strlen(off));
-      if (after.empty() || !absl::ascii_isalnum(after[0])) return true;
-    }
-  }
-  return false;
-}
 
 // "path:12: WARNING: ...", "path(12): error ...": a tool's diagnostic
 // about the path just before `rest`.
 bool Diagnostic(absl::string_view rest) {
   static const RE2 re(R"(^(?:\(\d+\)|:\d+(?::\d+)?):? (?:warning|error|WARNING|ERROR|Error|Warning)\b)");
   return RE2::PartialMatch(re2::StringPiece(rest.data(), std::min<size_t>(rest.size(), 64)), re);
+}
+
+// A flag or switch printed switched on ("enable_x=True", "X=1"); a printed
+// default ("x='auto'", "x=False") is not use of it.
+bool SwitchedOn(absl::string_view rest) {
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  if (rest.empty() || (rest[0] != '=' && rest[0] != ':')) return false;
+  rest.remove_prefix(1);
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  if (!rest.empty() && (rest[0] == '\'' || rest[0] == '"')) rest.remove_prefix(1);
+  for (const char* on : {"True", "true", "1", "on", "On", "ON", "yes", "Yes"}) {
+    if (absl::StartsWith(rest, on)) {
+      const absl::string_view after = rest.substr(strlen(on));
+      if (after.empty() || !absl::ascii_isalnum(after[0])) return true;
+    }
+  }
+  return false;
 }
 
 bool IsTokenChar(char c) {
@@ -324,6 +379,7 @@ void ScanTokens(const JobContext& jc, EvidenceSet* ev, int max_lines) {
   const LogModel& m = jc.a.model;
   const ChangeIndex& idx = jc.idx;
   std::vector<ChangeIndex::SymbolHit> hits;
+  absl::flat_hash_map<std::string, ChangeIndex::PathHit> path_cache;
   const int64_t n = std::min<int64_t>(static_cast<int64_t>(m.lines.size()), max_lines);
   std::vector<char> later(n, 0);
   for (const auto& [b, e] : jc.later)
@@ -349,7 +405,13 @@ void ScanTokens(const JobContext& jc, EvidenceSet* ev, int max_lines) {
         while (!tok.empty() && (tok.front() == '-' || tok.front() == '.')) tok.remove_prefix(1);
       if (tok.size() < 3 || tok.size() > 512) continue;
       if (tok.find('/') != absl::string_view::npos || HasSourceExtension(tok)) {
-        const ChangeIndex::PathHit h = idx.MatchPath(tok);
+        // Logs repeat paths: each distinct one is matched once.
+        auto cached = path_cache.find(std::string(tok));
+        if (cached == path_cache.end()) {
+          if (path_cache.size() > 200000) path_cache.clear();
+          cached = path_cache.emplace(std::string(tok), idx.MatchPath(tok)).first;
+        }
+        const ChangeIndex::PathHit h = cached->second;
         if (h.file >= 0) {
           if (at_root) {
             ev->Add("frame-in-changed-file", absl::StrCat("the failure runs through ", idx.files()[h.file].path), li,
@@ -399,16 +461,20 @@ void ScanTokens(const JobContext& jc, EvidenceSet* ev, int max_lines) {
                     li, h.file, idx, at_root, at_root ? kHigh : kMedium);
             break;
           case ChangeIndex::Symbol::kFunction:
+            // A bare name may be another file's function of the same name;
+            // RootFrames credits a frame whose file matches too.
             ev->Add("changed-function",
                     absl::StrCat(at_root ? "the failure names " : "the log names ", h.name, "(), changed in ", file), li,
-                    h.file, idx, at_root, at_root ? kMedium : kLow);
+                    h.file, idx, at_root, kLow);
             break;
           case ChangeIndex::Symbol::kFlag:
           case ChangeIndex::Symbol::kEnv: {
-            const bool off = SwitchedOff(rest) && !flag_token;
+            // On: passed on a command line ("--x"), or printed switched on
+            // ("x=True", "X=1"). A printed default ("x='auto'") is not use.
+            const bool off = !flag_token && !SwitchedOn(rest);
             const char* what = h.kind == ChangeIndex::Symbol::kFlag ? "flag " : "environment switch ";
             ev->Add("changed-flag",
-                    absl::StrCat("the job ", off ? "defines but turns off " : "turns on ", what, h.name, ", which ",
+                    absl::StrCat("the job ", off ? "shows, without turning it on, " : "turns on ", what, h.name, ", which ",
                                  file, " introduces"),
                     li, h.file, idx, at_root, off ? kLow : kMedium);
             break;
@@ -521,7 +587,7 @@ std::vector<int64_t> RootLines(const Analysis& a, const Event& root, const Chang
 
 v1::LogLine MakeLine(const LogModel& m, int64_t i) {
   v1::LogLine l;
-  l.set_number(i + 1);
+  l.set_number(i + 1 + m.line_offset);
   l.set_text(Clip(m.lines[i], 600));
   return l;
 }
@@ -540,13 +606,33 @@ void Decide(const v1::CiJobLog& job, const Analysis& a, const Analysis* base, co
     if (t->failing_tests_size() >= o.max_failing_tests) break;
     t->add_failing_tests(Clip(ft.id, 200));
   }
-  EvidenceSet ev;
+  EvidenceSet ev(m.line_offset);
   JobContext jc{a, idx};
-  const Event* root = a.root >= 0 ? &a.events[a.root] : nullptr;
+  auto same_on_base = [&](const Event& e) {
+    // A consequence (connection refused, a kill) is common noise: it matches
+    // only the base's own root cause.
+    return e.consequence ? (base->root >= 0 && base->events[base->root].key == e.key) : base->fatal_keys.count(e.key) > 0;
+  };
+  int root_i = a.root;
+  std::string hidden;  // the base's failure that came first, when a new one follows it
+  if (base != nullptr && root_i >= 0 && same_on_base(a.events[root_i])) {
+    // A failure the base shares does not hide a new one after it.
+    for (int i = root_i + 1; i < static_cast<int>(a.events.size()); ++i) {
+      const Event& e = a.events[i];
+      if (e.consequence || e.survived || (e.block < 0 && !e.report)) continue;
+      if (!same_on_base(e)) {
+        hidden = absl::StrCat("'", a.events[root_i].signature, "' (line ", a.events[root_i].line + 1 + m.line_offset,
+                              ") fails the merge base too");
+        root_i = i;
+        break;
+      }
+    }
+  }
+  const Event* root = root_i >= 0 ? &a.events[root_i] : nullptr;
   if (root != nullptr) {
     jc.root_begin = root->begin;
     jc.root_end = root->end;
-    for (int i = a.root + 1; i < static_cast<int>(a.events.size()); ++i) {
+    for (int i = root_i + 1; i < static_cast<int>(a.events.size()); ++i) {
       const Event& e = a.events[i];
       if (e.block >= 0 && !e.consequence && !e.survived && e.key != root->key) jc.later.emplace_back(e.begin, e.end);
     }
@@ -558,7 +644,10 @@ void Decide(const v1::CiJobLog& job, const Analysis& a, const Analysis* base, co
     TestEvidence(jc, &ev, &test_added);
   }
   const Reach reach = ownership.JobReach(job.name(), changed);
-  for (const std::string& f : reach.files) t->add_reaching_files(Clip(f, 400));
+  for (const std::string& f : reach.files) {
+    if (t->reaching_files_size() >= 20) break;  // the map may link a job to thousands of files
+    t->add_reaching_files(Clip(f, 400));
+  }
   if (reach.reachability == v1::REACHABILITY_REACHES) {
     std::vector<std::string> shown(reach.files.begin(), reach.files.begin() + std::min<size_t>(reach.files.size(), 3));
     ev.Add("ownership", absl::StrCat("the ownership map links the job to ", absl::StrJoin(shown, ", ")), -1, -1, idx,
@@ -571,22 +660,20 @@ void Decide(const v1::CiJobLog& job, const Analysis& a, const Analysis* base, co
   const bool have_base = base != nullptr;
   bool base_same = false;
   std::string base_phrase;
+  if (!hidden.empty()) ev.Add("base-same", absl::StrCat(hidden, "; this failure after it does not"), -1, -1, idx, false, kMedium);
   if (have_base && root != nullptr) {
-    // A consequence (connection refused, a kill) is common noise: it matches
-    // only the base's own root cause.
-    base_same = root->consequence ? (base->root >= 0 && base->events[base->root].key == root->key)
-                                  : base->fatal_keys.count(root->key) > 0;
-    if (base_same) {
+    base_same = same_on_base(*root);
+    if (base_same && !test_added) {
       for (const Event& be : base->events) {
         if (be.key != root->key || be.survived) continue;
-        ev.Add("base-same", absl::StrCat("the merge base fails the same way at its line ", be.line + 1), -1, -1, idx,
+        ev.Add("base-same", absl::StrCat("the merge base fails the same way at its line ", be.line + 1 + base->model.line_offset), -1, -1, idx,
                false, kHigh);
         break;
       }
     } else if (base->root >= 0) {
       const Event& br = base->events[base->root];
       base_phrase = absl::StrCat("the merge base failed differently (", Clip(br.signature, 120), " at its line ",
-                                 br.line + 1, ")");
+                                 br.line + 1 + base->model.line_offset, ")");
       ev.Add("base-different", base_phrase, -1, -1, idx, false, kMedium);
     } else {
       base_phrase = "the merge base's log shows no such failure";
@@ -605,12 +692,12 @@ void Decide(const v1::CiJobLog& job, const Analysis& a, const Analysis* base, co
     if (root->block < 0) {
       int shown = 0;
       for (const v1::TriageEvidence& e : ev.Sorted())
-        if (e.kind() == "diagnostic-in-changed-file" && e.lines_size() > 0 && shown++ < 2) lines.push_back(e.lines(0) - 1);
+        if (e.kind() == "diagnostic-in-changed-file" && e.lines_size() > 0 && shown++ < 2) lines.push_back(e.lines(0) - 1 - m.line_offset);
       std::sort(lines.begin(), lines.end());
       lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
     }
     for (int64_t l : lines) *t->add_matched_lines() = MakeLine(m, l);
-    for (int i = a.root + 1; i < static_cast<int>(a.events.size()) && t->consequences_size() < o.max_consequences;
+    for (int i = root_i + 1; i < static_cast<int>(a.events.size()) && t->consequences_size() < o.max_consequences;
          ++i) {
       const Event& e = a.events[i];
       if (e.consequence || (e.rule >= 0 && rules.rules(e.rule).consequence())) *t->add_consequences() = MakeLine(m, e.line);
@@ -655,18 +742,18 @@ void Decide(const v1::CiJobLog& job, const Analysis& a, const Analysis* base, co
     t->set_missing(std::move(missing));
   };
   const std::string base_missing = "the merge base's log of this job";
-  if (root == nullptr || a.tier == 4) {
+  if (root == nullptr || a.tier == 5) {
     const std::string last = m.lines.empty() ? "the log is empty" : absl::StrCat("its last line: '", Clip(m.lines.back(), 120), "'");
     set(v1::TRIAGE_CLASS_UNKNOWN, "no-root-cause", kLow,
         root == nullptr ? absl::StrCat("no failure message in ", m.lines.size(), " lines (", last, ")")
-                        : absl::StrCat("only the exit status '", root->signature, "' (line ", root->line + 1,
+                        : absl::StrCat("only the exit status '", root->signature, "' (line ", root->line + 1 + m.line_offset,
                                        "); no failure message before it"),
         "check that the log is complete (a cut-off or empty log has no cause to read) and re-run the job once",
         "a failure message: no traceback, failed test or known error line");
     return;
   }
-  const std::string sig = absl::StrCat("'", root->signature, "' (line ", root->line + 1, ")");
-  const std::string tier_note = a.tier == 3 ? " [the log's only failure was announced as survived or retried]" : "";
+  const std::string sig = absl::StrCat("'", root->signature, "' (line ", root->line + 1 + m.line_offset, ")");
+  const std::string tier_note = a.tier == 4 ? " [the log's only failure was announced as survived or retried]" : "";
   const bool firm = a.tier <= 1;
   if (t->base_failed_same()) {
     set(v1::TRIAGE_CLASS_PRE_EXISTING, "base-same", firm ? kHigh : kMedium,
@@ -675,7 +762,7 @@ void Decide(const v1::CiJobLog& job, const Analysis& a, const Analysis* base, co
   }
   const std::string base_suffix = have_base ? absl::StrCat("; ", base_phrase) : "";
   if (root->runner) {
-    set(v1::TRIAGE_CLASS_INFRA, "runner", kHigh,
+    set(v1::TRIAGE_CLASS_INFRA, "runner", firm || a.tier == 0 ? kHigh : kLow,
         absl::StrCat("the runner is unusable: ", sig, base_suffix), "re-run the job on a healthy runner", "");
     return;
   }
@@ -688,8 +775,8 @@ void Decide(const v1::CiJobLog& job, const Analysis& a, const Analysis* base, co
       const bool thin = root_medium || job_strong || job_medium || !firm;
       set(v1::TRIAGE_CLASS_INFRA, "infra", thin ? kLow : (have_base ? kHigh : kMedium),
           absl::StrCat("infrastructure failure ", sig,
-                       thin && !reach_phrase.empty() ? absl::StrCat(", though ", reach_phrase)
-                                                     : std::string("; nothing links it to the change"),
+                       !reach_phrase.empty() ? absl::StrCat(", though ", reach_phrase, " (not at the failure)")
+                                             : std::string("; nothing links it to the change"),
                        base_suffix, tier_note),
           thin || !have_base ? "re-run this job once" : "", "");
     }
@@ -699,8 +786,8 @@ void Decide(const v1::CiJobLog& job, const Analysis& a, const Analysis* base, co
     const bool strong = root_strong || job_strong;
     const std::string decision = (root_strong || root_medium) ? "root-reachable" : "job-runs-changed-code";
     v1::TriageConfidence conf = strong ? (have_base || test_added ? kHigh : kMedium) : kMedium;
-    if (a.tier == 3) conf = kLow;
-    if (a.tier == 2 && conf == kHigh) conf = kMedium;
+    if (a.tier == 4) conf = kLow;
+    if ((a.tier == 2 || a.tier == 3) && conf == kHigh) conf = kMedium;
     set(v1::TRIAGE_CLASS_PR_TOUCHED, decision, conf, absl::StrCat(sig, ": ", reach_phrase, base_suffix, tier_note),
         conf == kHigh ? "" : have_base ? "re-run this job once to confirm" : "compare with this job on the merge base",
         have_base || test_added ? "" : base_missing);
@@ -753,15 +840,17 @@ absl::StatusOr<v1::TriageLogsResponse> TriageLogs(const v1::TriageLogsRequest& r
   }
   v1::TriageLogsResponse resp;
   for (const v1::CiJobLog& job : req.jobs()) {
+    if (o.cancelled && o.cancelled()) return absl::CancelledError("the caller went away");
     v1::JobTriage* t = resp.add_jobs();
     t->set_name(Clip(job.name(), 256));
     bool truncated = false, base_truncated = false;
     const Analysis a = Analyze(Tail(job.log(), o.max_log_bytes, &truncated), classifier, o);
-    t->set_truncated(truncated);
+    t->set_truncated(truncated || job.truncated());
     std::optional<Analysis> base;
     if (!job.base_log().empty()) base = Analyze(Tail(job.base_log(), o.max_log_bytes, &base_truncated), classifier, o);
     Decide(job, a, base ? &*base : nullptr, idx, ownership, changed, classifier.rules(), o, t);
     if (truncated) t->set_reason(absl::StrCat(t->reason(), " [log truncated to its last ", o.max_log_bytes, " bytes]"));
+    else if (job.truncated()) t->set_reason(absl::StrCat(t->reason(), " [only the log's tail was sent; lines count from it]"));
   }
   return resp;
 }

@@ -32,6 +32,8 @@
 #ifndef MXVAL_SERVICE_TRIAGE_LOG_TRIAGE_H_
 #define MXVAL_SERVICE_TRIAGE_LOG_TRIAGE_H_
 
+#include <functional>
+
 #include "absl/status/statusor.h"
 #include "mxval/v1/mxval.pb.h"
 #include "service/triage/diff.h"
@@ -51,6 +53,8 @@ struct LogTriageOptions {
   int max_failing_tests = 20; // per job, in the response
   DiffLimits diff;
   LogModelLimits model;
+  // Checked between jobs: true stops the work (CANCELLED).
+  std::function<bool()> cancelled;
 };
 
 // INVALID_ARGUMENT naming the field for no jobs, an empty or duplicate job

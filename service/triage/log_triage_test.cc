@@ -530,6 +530,56 @@ TEST(LogEvidence, InfrastructureLookingFailuresInChangedCode) {
   EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_UNTOUCHED_FAILURE) << Dump(t);
 }
 
+// Cases a reviewer broke the first version with.
+TEST(LogEvidence, ReviewRegressions) {
+  const std::string frame =
+      "  File \"/opt/venv/lib/python3.12/site-packages/pkg/srt/layers/quantization/mxfp4.py\", line 41, in "
+      "create_weights\n";
+  const std::string old_failure =
+      "Traceback (most recent call last):\n  File \"/w/test/srt/test_old.py\", line 5, in test_old\n"
+      "AssertionError: 3 != 4\n";
+  // A failure the base shares does not hide a new one after it.
+  v1::JobTriage t = TriageOne(old_failure + "Traceback (most recent call last):\n" + frame + "KeyError: 'w13'\n",
+                              old_failure);
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(t);
+  EXPECT_NE(t.signature().find("KeyError"), std::string::npos);
+  // The same message raised somewhere else on the base is another failure.
+  t = TriageOne(
+      "Traceback (most recent call last):\n  File \"/w/test/test_gemm.py\", line 9, in test_gemm\n"
+      "AssertionError: Tensor-likes are not close!\n",
+      "Traceback (most recent call last):\n  File \"/w/test/test_moe.py\", line 3, in test_moe\n"
+      "AssertionError: Tensor-likes are not close!\n");
+  EXPECT_NE(t.triage_class(), v1::TRIAGE_CLASS_PRE_EXISTING) << Dump(t);
+  // Another record's WARNING line just before a fatal traceback does not make it survived.
+  t = TriageOne("[TP1] WARNING: slow tokenizer\n[TP0] Scheduler hit an exception: Traceback (most recent call last):\n" +
+                frame + "KeyError: 'w13'\nKilled\n");
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(t);
+  // A pytest skip reason that counts GPUs is no runner fault; a runner
+  // message long after a failure in changed code is not its cause.
+  std::string late = "Traceback (most recent call last):\n" + frame + "KeyError: 'w13'\n";
+  for (int i = 0; i < 20; ++i) late += "cleanup step " + std::to_string(i) + "\n";
+  t = TriageOne("SKIPPED [1] test/x.py:3: condition: torch.cuda.device_count() == 0\n" + late +
+                "nvidia-smi: command not found\n");
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(t);
+  // A string flag printed at its default is no use of the flag; on a command line it is.
+  const std::string accuracy =
+      "Traceback (most recent call last):\n  File \"/w/test/srt/test_eval.py\", line 30, in test_gsm8k\n"
+      "AssertionError: 0.61 not greater than or equal to 0.72\n";
+  const std::string string_flag =
+      "diff --git a/python/pkg/srt/server_args.py b/python/pkg/srt/server_args.py\n"
+      "--- a/python/pkg/srt/server_args.py\n+++ b/python/pkg/srt/server_args.py\n"
+      "@@ -10,1 +10,2 @@ def add_cli_args(parser):\n     parser.add_argument(\"--tp-size\", type=int)\n"
+      "+    parser.add_argument(\"--moe-runner-backend\", default=\"auto\")\n";
+  t = TriageOne("server_args=ServerArgs(tp_size=8, moe_runner_backend='auto')\n" + accuracy, "", string_flag);
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_UNTOUCHED_FAILURE) << Dump(t);
+  t = TriageOne("python3 -m pkg.launch_server --moe-runner-backend triton\n" + accuracy, "", string_flag);
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(t);
+  // A runner that reports a failed test in its own words: the test the change adds.
+  t = TriageOne("Running test/srt/test_mxfp4_new.py\ntest/srt/test_mxfp4_new.py failed with exit code 1\n");
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED) << Dump(t);
+  EXPECT_TRUE(HasEvidence(t, "test-added")) << Dump(t);
+}
+
 // The ownership map still adds evidence; without a diff the changed files
 // alone still match frames.
 TEST(LogEvidence, OwnershipAndChangedFilesWithoutADiff) {

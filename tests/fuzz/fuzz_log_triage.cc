@@ -52,6 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   j->set_log(std::string(log));
   j->set_base_log(std::string(base));
   LogTriageOptions o;
+  o.max_log_bytes = 64 << 10;  // the tail path too (line numbers count from the tail's first line)
+  o.model.max_lines = 2000;
   auto r = TriageLogs(req, *rules, *none, o);
   if (!r.ok()) {
     if (r.status().code() != absl::StatusCode::kInvalidArgument) abort();
