@@ -207,6 +207,14 @@ int ChangeIndex::MatchTestName(absl::string_view name) const {
   return -1;
 }
 
+bool ChangeIndex::NamesComponent(absl::string_view component) const {
+  if (component.empty()) return false;
+  for (const ChangedFile& f : files_)
+    for (size_t i = 0; i + 1 < f.parts.size(); ++i)
+      if (f.parts[i] == component) return true;
+  return false;
+}
+
 bool ChangeIndex::ChangesFunction(int file, const std::string& function) const {
   if (file < 0 || file >= static_cast<int>(files_.size()) || files_[file].diff == nullptr) return false;
   return files_[file].diff->functions.count(function) > 0;

@@ -65,6 +65,8 @@ class ChangeIndex {
   // dropped; one may contain the other when the shorter has 10 characters).
   // -1: none.
   int MatchTestName(absl::string_view name) const;
+  // Whether some changed path has `component` as one of its directories.
+  bool NamesComponent(absl::string_view component) const;
   // Whether the diff changes `function` in files()[file].
   bool ChangesFunction(int file, const std::string& function) const;
 

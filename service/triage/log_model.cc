@@ -72,7 +72,11 @@ class Parser {
         PytestSection(i);  // tracebacks in its captured output are read by this loop too
         continue;
       }
-      if (absl::StartsWith(s, "[ RUN      ] ")) i = Gtest(i);
+      if (absl::StartsWith(s, "[ RUN      ] ")) {
+        Gtest(i);  // lines inside a test (a sanitizer report) are read by this loop too
+        continue;
+      }
+      if (SanitizerStart(s)) i = Sanitizer(i);
     }
     std::stable_sort(m_.blocks.begin(), m_.blocks.end(),
                      [](const Block& a, const Block& b) { return a.begin < b.begin; });
@@ -275,6 +279,52 @@ class Parser {
     }
   }
 
+  static bool SanitizerStart(absl::string_view s) {
+    static const RE2 re(
+        R"((?:^|==\d+==\s*)(?:ERROR|WARNING): (?:Address|Thread|Memory|Leak|UndefinedBehavior|HWAddress)Sanitizer\b|^\S+:\d+:\d+: runtime error: )");
+    return RE2::PartialMatch(SP(s), re);
+  }
+
+  // A sanitizer report: its first line, the indented frames and notes under
+  // it, through its SUMMARY line.
+  int64_t Sanitizer(int64_t i) {
+    static const RE2 kFrame(R"(#\d+\s+0x[0-9a-fA-F]+ in (\S+?)(?:\(.*\))? (?:\S*/)?(\S+\.(?:cc|cpp|cxx|cu|cuh|h|hpp|hip|c|inl)):\d+)");
+    // The report's own lines at column 0 (ASan's access, allocation and shadow sections).
+    static const RE2 kReportLine(
+        R"(^(?:==|#\d|0x[0-9a-f]|Shadow|READ of|WRITE of|Previous |Location is|Thread T|allocated by|freed by|previously allocated|Address 0x|HINT:|Mutex |Direct leak|Indirect leak|\S*Sanitizer))");
+    static const RE2 kUbsanPath(R"(^(\S+\.(?:cc|cpp|cxx|cu|cuh|h|hpp|hip|c|inl)):\d+:\d+: runtime error)");
+    const int64_t n = static_cast<int64_t>(m_.lines.size());
+    Block b;
+    b.kind = BlockKind::kSanitizer;
+    b.begin = i;
+    b.exception_line = i;
+    const std::string& first = m_.lines[i];
+    const size_t at = first.find("Sanitizer");
+    b.exception = first.substr(first.find_first_not_of("=0123456789 "));
+    b.exception_type = at == std::string::npos ? "UndefinedBehaviorSanitizer" : "Sanitizer";
+    std::string path;
+    if (RE2::PartialMatch(SP(first), kUbsanPath, &path)) b.frames.push_back({i, path, ""});
+    int64_t last = i;
+    for (int64_t j = i + 1; j < n && j - i < l_.max_block_lines; ++j) {
+      const std::string& s = m_.lines[j];
+      std::string func, file;
+      if (RE2::PartialMatch(SP(s), kFrame, &func, &file)) {
+        b.frames.push_back({j, file, func});
+        last = j;
+      } else if (absl::StartsWith(s, "SUMMARY: ")) {
+        last = j;
+        break;
+      } else if (s.empty() || Indented(s) || RE2::PartialMatch(SP(s), kReportLine)) {
+        last = j;
+      } else {
+        break;
+      }
+    }
+    b.end = last;
+    m_.blocks.push_back(std::move(b));
+    return last;
+  }
+
   int64_t Gtest(int64_t i) {
     static const RE2 kFailure(R"(^(\S+\.(?:cc|cpp|cxx|cu|cuh|h|hpp|hip|c)):(\d+): (?:Failure|error))");
     static const RE2 kBacktrace(R"(#\d+\s+0x[0-9a-fA-F]+ in (\S+) (?:\S*/)?(\S+\.(?:cc|cpp|cxx|cu|cuh|h|hpp|hip|c)):\d+)");
@@ -302,7 +352,7 @@ class Parser {
         b.frames.push_back({j, std::string(file), std::string(func)});
       }
     }
-    if (b.exception_line < 0) return j;  // failed without a failure message: the FAILED line tells
+    if (b.exception_line < 0) return j;  // failed without a failure message (a crash): other blocks tell
     b.end = std::min(j, n - 1);
     m_.blocks.push_back(std::move(b));
     return j;

@@ -31,7 +31,7 @@ struct Frame {
   std::string function;  // may be empty
 };
 
-enum class BlockKind { kPythonTraceback, kFatalPython, kPytest, kGtest };
+enum class BlockKind { kPythonTraceback, kFatalPython, kPytest, kGtest, kSanitizer };
 
 // One failure as the log prints it: from its first line to the end of its
 // exception message, chained Python causes included.

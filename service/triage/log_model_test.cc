@@ -101,6 +101,34 @@ TEST(LogModel, PytestGtestUnittestAndSuiteFailures) {
   EXPECT_EQ(files[2], "test_eval.py");
 }
 
+TEST(LogModel, SanitizerReportsAndUnknownExceptionNames) {
+  const char* log =
+      "[ RUN      ] HeaderParser.TruncatedShape\n"
+      "=================================================================\n"
+      "==4242==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000051 at pc 0x5f\n"
+      "READ of size 1 at 0x602000000051 thread T0\n"
+      "    #0 0x55d4c3 in tpack::parse_shape(char const*) /src/header_parser.cc:96:12\n"
+      "    #1 0x55d9a1 in HeaderParser_TruncatedShape_Test::TestBody() /src/tests/header_parser_test.cc:40:3\n"
+      "SUMMARY: AddressSanitizer: heap-buffer-overflow /src/header_parser.cc:96:12 in tpack::parse_shape\n"
+      "==4242==ABORTING\n"
+      "src/half.cc:22:15: runtime error: shift exponent 32 is too large for 32-bit type 'unsigned int'\n"
+      "Traceback (most recent call last):\n"
+      "  File \"/venv/site-packages/kforge/ops/gemm.py\", line 9, in run\n"
+      "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304\n";
+  const LogModel m = ParseLog(log);
+  ASSERT_EQ(m.blocks.size(), 3u);
+  EXPECT_EQ(m.blocks[0].kind, BlockKind::kSanitizer);
+  EXPECT_EQ(m.blocks[0].begin, 2) << "inside a test that crashed without a FAILED line";
+  EXPECT_EQ(m.blocks[0].end, 6);
+  ASSERT_EQ(m.blocks[0].frames.size(), 2u);
+  EXPECT_EQ(m.blocks[0].frames[0].path, "header_parser.cc");
+  EXPECT_EQ(m.blocks[0].frames[0].function, "tpack::parse_shape");
+  EXPECT_EQ(m.blocks[1].kind, BlockKind::kSanitizer);
+  ASSERT_EQ(m.blocks[1].frames.size(), 1u);
+  EXPECT_EQ(m.blocks[1].frames[0].path, "src/half.cc");
+  EXPECT_EQ(m.blocks[2].exception_type, "triton.runtime.errors.OutOfResources");
+}
+
 TEST(LogModel, ExceptionLineShape) {
   EXPECT_TRUE(LooksLikeExceptionLine("RuntimeError: x"));
   EXPECT_TRUE(LooksLikeExceptionLine("triton.compiler.errors.CompilationError: at 12:4:"));

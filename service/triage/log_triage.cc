@@ -108,9 +108,17 @@ struct Analysis {
   std::set<std::string> fatal_keys;
 };
 
+// A line of a stack dump (pytest-timeout, faulthandler, py-spy, gdb).
+bool IsDumpLine(absl::string_view s) {
+  static const RE2 re(
+      R"(^(?:\s*File "[^"]+", line \d+|\s*~+ Stack of |\s*Thread 0x[0-9a-f]+|Current thread 0x|\s*\S+\.py:\d+: in \S+|#\d+\s+0x[0-9a-f]+ in ))");
+  return RE2::PartialMatch(re2::StringPiece(s.data(), s.size()), re);
+}
+
 // A line announcing that what failed just before is tried again.
 bool Retries(absl::string_view s) {
-  static const RE2 re(R"((?i)(retrying|will retry|retry(?:ing)? in \d|\bretry \d|attempt \d+ ?(?:/|of) ?\d+|\[retry))");
+  static const RE2 re(
+      R"((?i)(retrying|will retry|retry(?:ing)? in \d|\bretry \d|attempt \d+ ?(?:/|of) ?\d+|\[retry)|\bRERUN\b)");
   return RE2::PartialMatch(re2::StringPiece(s.data(), std::min<size_t>(s.size(), 400)), re);
 }
 
@@ -187,6 +195,24 @@ Analysis Analyze(absl::string_view log, const LogClassifier& c, const LogTriageO
     e.consequence = rule.consequence();
     e.report = rule.report();
     e.survived = AnnouncesSurvival(m.lines[i]) || (i + 1 < n && Retries(m.lines[i + 1]));
+    // A timeout's thread dump right after it is part of it (where the job hung).
+    int64_t k = i + 1;
+    while (k < n && k <= i + 3 && !IsDumpLine(m.lines[k])) ++k;
+    if (k < n && k <= i + 3) {
+      while (k < n && k <= i + 400 && (IsDumpLine(m.lines[k]) || m.lines[k].empty() || m.lines[k][0] == ' ')) ++k;
+      e.end = k - 1;
+    }
+    // A failure retried right after its dump (pytest-rerunfailures' RERUN) survived.
+    for (int64_t r = e.end + 1; r < n && r <= e.end + 3 && !e.survived; ++r)
+      if (Retries(m.lines[r])) e.survived = true;
+    // A build step's error: from ninja's "FAILED: <target>" line that ran it.
+    if (rule.name() == "compile-error") {
+      for (int64_t b = i - 1; b >= 0 && b >= i - 30; --b)
+        if (absl::StartsWith(m.lines[b], "FAILED: ")) {
+          e.begin = b;
+          break;
+        }
+    }
     a.events.push_back(std::move(e));
   }
   // A test runner that reported a failed test in words no rule knows
@@ -372,6 +398,7 @@ struct JobContext {
   const Analysis& a;
   const ChangeIndex& idx;
   int64_t root_begin = -1, root_end = -1;
+  int detail = -1;  // a later block that reports the same failure as a line root (a timeout's test report)
   std::vector<std::pair<int64_t, int64_t>> later;  // later independent failures' lines
 };
 
@@ -386,7 +413,9 @@ void ScanTokens(const JobContext& jc, EvidenceSet* ev, int max_lines) {
     for (int64_t li = std::max<int64_t>(b, 0); li <= e && li < n; ++li) later[li] = 1;
   for (int64_t li = 0; li < n; ++li) {
     const std::string& s = m.lines[li];
-    const bool at_root = li >= jc.root_begin && li <= jc.root_end;
+    const Block* detail = jc.detail >= 0 ? &m.blocks[jc.detail] : nullptr;
+    const bool at_root = (li >= jc.root_begin && li <= jc.root_end) ||
+                         (detail != nullptr && li >= detail->begin && li <= detail->end);
     const bool in_later = later[li];
     size_t i = 0;
     while (i < s.size()) {
@@ -493,8 +522,9 @@ void ScanTokens(const JobContext& jc, EvidenceSet* ev, int max_lines) {
 
 // Frames of the root cause: a changed function in a changed file.
 void RootFrames(const JobContext& jc, const Event& root, EvidenceSet* ev) {
-  if (root.block < 0) return;
-  const Block& b = jc.a.model.blocks[root.block];
+  const int block = root.block >= 0 ? root.block : jc.detail;
+  if (block < 0) return;
+  const Block& b = jc.a.model.blocks[block];
   for (const Frame& f : b.frames) {
     const ChangeIndex::PathHit h = jc.idx.MatchPath(f.path);
     if (h.file < 0 || f.function.empty()) continue;
@@ -585,6 +615,35 @@ std::vector<int64_t> RootLines(const Analysis& a, const Event& root, const Chang
   return std::vector<int64_t>(out.begin(), out.end());
 }
 
+// Where a traceback locates its failure, when that is project code the
+// change does not modify: the innermost frame that is neither the standard
+// library nor a third-party package (an installed package counts as the
+// project's when a changed path names it), unless it is a test. "" otherwise.
+std::string UnchangedPlace(const Analysis& a, const Event& root, const ChangeIndex& idx) {
+  if (root.block < 0) return "";
+  const Block& b = a.model.blocks[root.block];
+  for (auto it = b.frames.rbegin(); it != b.frames.rend(); ++it) {
+    const std::string& p = it->path;
+    if (p.empty() || p[0] == '<') continue;  // <string>, <frozen ...>
+    size_t pkg_at = p.find("site-packages/");
+    if (pkg_at == std::string::npos) pkg_at = p.find("dist-packages/");
+    if (pkg_at != std::string::npos) {
+      const size_t start = pkg_at + 14;
+      const std::string package = p.substr(start, p.find('/', start) - start);
+      if (!idx.NamesComponent(package)) continue;  // a third-party package
+    } else if (absl::StrContains(p, "/lib/python3") || absl::StartsWith(p, "/usr/lib/")) {
+      continue;  // the standard library
+    }
+    if (idx.MatchPath(p).file >= 0) return "";
+    const std::string base = p.substr(p.find_last_of('/') + 1);
+    if (absl::StartsWith(base, "test_") || absl::StrContains(base, "_test.") || absl::StrContains(p, "/tests/") ||
+        absl::StrContains(p, "/test/") || base == "conftest.py")
+      return "";  // a test's own assertion: job-level evidence applies
+    return absl::StrCat(Clip(p, 200), it->function.empty() ? "" : absl::StrCat(" (", Clip(it->function, 80), ")"));
+  }
+  return "";
+}
+
 v1::LogLine MakeLine(const LogModel& m, int64_t i) {
   v1::LogLine l;
   l.set_number(i + 1 + m.line_offset);
@@ -632,6 +691,17 @@ void Decide(const v1::CiJobLog& job, const Analysis& a, const Analysis* base, co
   if (root != nullptr) {
     jc.root_begin = root->begin;
     jc.root_end = root->end;
+    // A rule's line (a timeout) that a later failure block of the same rule
+    // reports in detail (pytest's timeout with the hung stack): one failure.
+    if (root->block < 0 && root->rule >= 0) {
+      for (int i = root_i + 1; i < static_cast<int>(a.events.size()); ++i) {
+        const Event& e = a.events[i];
+        if (e.block >= 0 && e.rule == root->rule) {
+          jc.detail = e.block;
+          break;
+        }
+      }
+    }
     for (int i = root_i + 1; i < static_cast<int>(a.events.size()); ++i) {
       const Event& e = a.events[i];
       if (e.block >= 0 && !e.consequence && !e.survived && e.key != root->key) jc.later.emplace_back(e.begin, e.end);
@@ -687,6 +757,15 @@ void Decide(const v1::CiJobLog& job, const Analysis& a, const Analysis* base, co
     t->set_signature(root->signature);
     t->set_infra(root->infra);
     std::vector<int64_t> lines = RootLines(a, *root, idx);
+    if (jc.detail >= 0) {  // the report that details it: where it shows in changed code
+      const Block& d = m.blocks[jc.detail];
+      int shown = 0;
+      for (const Frame& f : d.frames)
+        if (shown < 3 && idx.MatchPath(f.path).file >= 0) lines.push_back(f.line), ++shown;
+      if (d.exception_line >= 0) lines.push_back(d.exception_line);
+      std::sort(lines.begin(), lines.end());
+      lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+    }
     // A summary line ("build finished with problems") stands for the
     // diagnostics before it: those about changed files are part of the root.
     if (root->block < 0) {
@@ -780,6 +859,18 @@ void Decide(const v1::CiJobLog& job, const Analysis& a, const Analysis* base, co
                        base_suffix, tier_note),
           thin || !have_base ? "re-run this job once" : "", "");
     }
+    return;
+  }
+  // Job-level evidence (a switch turned on, a kernel run) does not outweigh
+  // a traceback that locates the failure in code the change leaves alone.
+  const std::string elsewhere = root_strong || root_medium || job_strong ? "" : UnchangedPlace(a, *root, idx);
+  if (!elsewhere.empty() && job_medium) {
+    set(v1::TRIAGE_CLASS_UNTOUCHED_FAILURE, "raised-in-unchanged-code", kLow,
+        absl::StrCat(sig, " is raised in ", elsewhere, ", which the change does not modify, though ", reach_phrase,
+                     base_suffix),
+        have_base ? "re-run this job once; if it fails again, look for how the change reaches " + elsewhere
+                  : "run this job on the merge base: if it fails there too, the failure is pre-existing",
+        have_base ? "" : base_missing);
     return;
   }
   if (root_strong || root_medium || job_strong || job_medium) {
