@@ -1,6 +1,7 @@
 #include "client/spec_file.h"
 
 #include "gtest/gtest.h"
+#include "service/coordinator/job_planner.h"
 
 namespace mxval {
 namespace {
@@ -41,6 +42,25 @@ reuseResults: true
                         false);
   ASSERT_TRUE(j.ok()) << j.status();
   EXPECT_EQ(y->SerializeAsString(), j->SerializeAsString());
+}
+
+// The job-spec reference's examples (docs/job_spec.md) parse and plan as
+// documented: every one is a job the coordinator accepts.
+TEST(SpecFile, DocumentedExamplesParseAndPlan) {
+  coordinator::LibraryMap libraries;
+  v1::KernelLibraryRegistration reg;
+  reg.set_name("my-kernels");
+  reg.set_build_id("pr-123-8e41b07");
+  reg.set_sha256(std::string(64, 'a'));
+  libraries["my-kernels"] = reg;
+  for (const char* name : {"retune", "pr_library", "custom_shapes", "strided_x"}) {
+    SCOPED_TRACE(name);
+    auto spec = LoadJobSpec(std::string(MXVAL_SOURCE_DIR) + "/docs/specs/" + name + ".yaml");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto plan = coordinator::PlanJob(*spec, coordinator::PlannerOptions::WithBuiltinTables(), libraries);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_FALSE(plan->tasks.empty());
+  }
 }
 
 TEST(SpecFile, ErrorsAreClear) {

@@ -1,5 +1,7 @@
 #include "service/worker/devices.h"
 
+#include <unistd.h>
+
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -10,16 +12,21 @@ namespace mxval {
 namespace worker {
 namespace {
 
-v1::DeviceInfo CpuDevice() {
+
+}  // namespace
+
+// The host: its memory (physical pages) and online cores, as a GPU reports
+// its own.
+v1::DeviceInfo HostCpuDevice() {
   v1::DeviceInfo cpu;
   cpu.set_index(0);
   cpu.set_arch("cpu");
-  cpu.set_name("host CPU");
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE), cores = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu.set_name(cores > 0 ? absl::StrCat("host CPU, ", cores, " cores") : "host CPU");
+  if (pages > 0 && page > 0) cpu.set_memory_bytes(static_cast<int64_t>(pages) * page);
   cpu.set_healthy(true);
   return cpu;
 }
-
-}  // namespace
 
 absl::StatusOr<DiscoveredDevices> DiscoverDevices(const std::string& spec, const RuntimeOpener& open) {
   const size_t colon = spec.find(':');
@@ -42,14 +49,14 @@ absl::StatusOr<DiscoveredDevices> DiscoverDevices(const std::string& spec, const
     if (!keep.empty() && (keep.size() != 1 || *keep.begin() != 0)) {
       return absl::InvalidArgumentError("the CPU is device 0 only");
     }
-    out.devices.push_back(CpuDevice());
+    out.devices.push_back(HostCpuDevice());
     return out;
   }
   auto rt = open(kind);
   if (!rt.ok()) {
     if (kind != "auto") return rt.status();
     if (!keep.empty()) return absl::InvalidArgumentError(absl::StrCat("no GPU found to select ", spec, " from"));
-    out.devices.push_back(CpuDevice());  // auto on a CPU node
+    out.devices.push_back(HostCpuDevice());  // auto on a CPU node
     return out;
   }
   auto devs = (*rt)->Devices();

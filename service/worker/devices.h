@@ -27,6 +27,9 @@ using RuntimeOpener = std::function<absl::StatusOr<std::unique_ptr<DeviceRuntime
 // optionally followed by ":i,j" to keep only those device indexes.
 // INVALID_ARGUMENT for a malformed spec or an index that does not exist;
 // UNAVAILABLE when an explicitly named runtime has no device.
+// The host as a device: index 0, arch "cpu", its physical memory and cores.
+v1::DeviceInfo HostCpuDevice();
+
 absl::StatusOr<DiscoveredDevices> DiscoverDevices(const std::string& spec, const RuntimeOpener& open = OpenRuntime);
 
 }  // namespace worker

@@ -40,6 +40,9 @@ TEST(DiscoverDevices, AutoFallsBackToTheCpu) {
   ASSERT_EQ(d->devices.size(), 1u);
   EXPECT_EQ(d->devices[0].arch(), "cpu");
   EXPECT_TRUE(d->devices[0].healthy());
+  // The host reports its memory and cores like a GPU reports its own (not "0 MiB").
+  EXPECT_GT(d->devices[0].memory_bytes(), int64_t{64} << 20);
+  EXPECT_NE(d->devices[0].name().find(" cores"), std::string::npos) << d->devices[0].name();
 }
 
 TEST(DiscoverDevices, AutoFindsEveryGpu) {

@@ -1,5 +1,7 @@
 #include "service/worker/worker.h"
 
+#include "service/worker/devices.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -30,14 +32,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions o) {
     gethostname(host, sizeof(host) - 1);
     o.worker_id = absl::StrCat(host, "-", getpid());
   }
-  if (o.devices.empty()) {
-    v1::DeviceInfo cpu;
-    cpu.set_index(0);
-    cpu.set_arch("cpu");
-    cpu.set_name("host CPU");
-    cpu.set_healthy(true);
-    o.devices.push_back(cpu);
-  }
+  if (o.devices.empty()) o.devices.push_back(HostCpuDevice());
   std::unique_ptr<Worker> w(new Worker(std::move(o)));
   w->channel_ = grpc::CreateChannel(w->options_.coordinator, w->options_.credentials
                                                                   ? w->options_.credentials
