@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/library_describe.h"
 #include "client/flags.h"
 #include "client/service_verbs.h"
 #include "client/sweep.h"
@@ -392,6 +393,9 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     return kExitOk;
   }
   if (args[0] == "__run-task") return RunTaskChild(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
+  if (args[0] == "__describe-library") {
+    return DescribeLibraryChild(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
+  }
   auto it = Verbs().find(args[0]);
   if (it == Verbs().end()) {
     err << "mxval: unknown verb '" << args[0] << "'\n" << TopUsage();

@@ -15,6 +15,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "client/flags.h"
+#include "nlohmann/json.hpp"
+#include "client/library_describe.h"
 #include "client/verb_util.h"
 #include "client/report.h"
 #include "common/digest.h"
@@ -805,14 +807,18 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
     if (absl::Status st = CheckExternalLibraryName(lib_name); !st.ok()) return Usage(err, verb, absl::StrCat("--name: ", st.message()));
     auto sha = Sha256HexOfFile(lib_file);
     if (!sha.ok()) return Usage(err, verb, absl::StrCat("--file: ", sha.status().message()));
-    if (lib_build.empty()) {  // read it from the table (this loads the library here, as the admin)
-      auto lib = KernelLibrary::Open(lib_file.find('/') == std::string::npos ? "./" + lib_file : lib_file);
-      if (!lib.ok()) return Usage(err, verb, absl::StrCat("--file: ", lib.status().message(), " (or pass --build-id)"));
-      lib_build = (*lib)->build_id();
+    // What it declares, read in a child: none of its code runs in this process.
+    auto declared = DescribeLibraryInChild(lib_file);
+    if (!declared.ok()) return Usage(err, verb, absl::StrCat("--file: ", declared.status().message()));
+    const std::string table_build = nlohmann::json::parse(*declared).value("build_id", "");
+    if (lib_build.empty()) lib_build = table_build;
+    if (lib_build != table_build) {
+      return Usage(err, verb, absl::StrCat("--build-id '", lib_build, "' but the library's table says '", table_build, "'"));
     }
     reg.set_name(lib_name);
     reg.set_build_id(lib_build);
     reg.set_sha256(*sha);
+    reg.set_declared_json(*declared);
   }
   auto creds = EnvCredentials();
   if (!creds.ok()) return Usage(err, verb, std::string(creds.status().message()));

@@ -172,6 +172,22 @@ TEST(ServiceIntegration, RegisteredLibraryRunsOnlyWithItsDigest) {
   EXPECT_NE(r.out.find("example_plugin"), std::string::npos) << r.out;
   r = Cmd(bin + " register-library" + c + " --file " + dir + "/nonexistent/libx.so");
   EXPECT_EQ(r.code, 2) << r.out;
+  r = Cmd(bin + " register-library" + c + " --file " + kernels + "/libexample_plugin.so --build-id other-1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the library's table says 'example-1'"), std::string::npos) << r.out;
+  // The registration read what the library declares (in a child): a kernel
+  // it does not have, or an arch it does not run on, is refused at submit.
+  std::ofstream(dir + "/bad_kernel.json") << R"({"name": "lib-e2e", "presets": ["dsv3-tp8"], "mValues": [1],
+      "candidateKernel": {"library": "example_plugin", "kernel": "nope", "buildId": "example-1"}})";
+  r = Cmd(bin + " submit" + c + " --spec " + dir + "/bad_kernel.json");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("spec.candidate_kernel.kernel"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("example_naive"), std::string::npos) << "names what it declares: " << r.out;
+  std::ofstream(dir + "/bad_arch.json") << R"({"name": "lib-e2e", "presets": ["dsv3-tp8"], "mValues": [1],
+      "targetArchs": ["sm_90a"], "candidateKernel": {"library": "example_plugin", "buildId": "example-1"}})";
+  r = Cmd(bin + " submit" + c + " --spec " + dir + "/bad_arch.json");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("spec.target_archs[0]"), std::string::npos) << r.out;
   r = Cmd(bin + " submit" + c + " --spec " + dir + "/job.json --request-id lib-1 --wait --format json");
   EXPECT_EQ(r.code, 0) << r.out;
   // Swap the file for another build (new inode, as an install would): refused by the worker.

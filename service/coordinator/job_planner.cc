@@ -141,22 +141,66 @@ absl::StatusOr<std::optional<PythonSide>> ResolvePythonSide(v1::KernelRef* ref, 
 }
 
 // Whether a Python side's kernel runs on `arch` with `acts`.
-absl::Status CheckPythonSide(const std::optional<PythonSide>& side, const v1::KernelRef& ref, const std::string& field,
-                             const std::string& arch, v1::Activations acts) {
-  if (!side) return absl::OkStatus();
-  const auto& archs = side->kernel.archs;
+// What a registered shared object declares of one kernel (declared_json).
+struct DeclaredKernel {
+  std::vector<std::string> archs, activations;
+};
+
+// The declared kernel a side names (or the library's only kernel, filled
+// into ref->kernel); nullopt for a library with no declaration.
+// INVALID_ARGUMENT naming field.kernel for a kernel it does not declare.
+absl::StatusOr<std::optional<DeclaredKernel>> ResolveDeclaredSide(v1::KernelRef* ref, const std::string& field,
+                                                                  const LibraryMap& libraries) {
+  auto it = libraries.find(ref->library());
+  if (it == libraries.end() || it->second.declared_json().empty()) return std::nullopt;
+  const nlohmann::json d = nlohmann::json::parse(it->second.declared_json(), nullptr, false);
+  if (!d.is_object() || !d.contains("kernels") || !d["kernels"].is_array()) return std::nullopt;  // checked at registration
+  std::vector<std::string> names;
+  for (const auto& k : d["kernels"])
+    if (k.is_object() && k.contains("name") && k["name"].is_string()) names.push_back(k["name"].get<std::string>());
+  if (ref->kernel().empty()) {
+    if (names.size() != 1) {
+      return Bad(field + ".kernel", absl::StrCat("library '", ref->library(), "' declares ", names.size(),
+                                                 " kernels (", absl::StrJoin(names, ", "), "): name one"));
+    }
+    ref->set_kernel(names.front());
+  }
+  for (const auto& k : d["kernels"]) {
+    if (!k.is_object() || k.value("name", "") != ref->kernel()) continue;
+    DeclaredKernel out;
+    for (const char* key : {"archs", "activations"}) {
+      if (!k.contains(key) || !k[key].is_array()) continue;
+      for (const auto& v : k[key])
+        if (v.is_string()) (std::string(key) == "archs" ? out.archs : out.activations).push_back(v.get<std::string>());
+    }
+    return out;
+  }
+  return Bad(field + ".kernel", absl::StrCat("library '", ref->library(), "' has no kernel '", ref->kernel(),
+                                             "' (it declares ", absl::StrJoin(names, ", "), ")"));
+}
+
+// A side's kernel must run on the arch and take the activation mode.
+absl::Status CheckKernelRuns(const std::vector<std::string>& archs, const std::vector<std::string>& modes,
+                             const v1::KernelRef& ref, const std::string& field, const std::string& arch,
+                             v1::Activations acts) {
   if (std::find(archs.begin(), archs.end(), arch) == archs.end()) {
     return Bad(field, absl::StrCat("kernel ", ref.library(), "/", ref.kernel(), " runs on ", absl::StrJoin(archs, ","),
                                    ", not on '", arch, "'"));
   }
   const std::string mode = acts == v1::ACTIVATIONS_MXFP4_EVEN ? "mxfp4-even" : "bf16";
-  const auto& modes = side->kernel.activations;
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     return Bad("spec.activations", absl::StrCat("kernel ", ref.library(), "/", ref.kernel(), " supports ",
                                                 absl::StrJoin(modes, ","), ", not ", mode));
   }
   return absl::OkStatus();
 }
+
+absl::Status CheckPythonSide(const std::optional<PythonSide>& side, const v1::KernelRef& ref, const std::string& field,
+                             const std::string& arch, v1::Activations acts) {
+  if (!side) return absl::OkStatus();
+  return CheckKernelRuns(side->kernel.archs, side->kernel.activations, ref, field, arch, acts);
+}
+
 
 std::string PoolOf(const std::map<std::string, std::string>& pools, const std::string& arch) {
   auto it = pools.find(arch);
@@ -309,6 +353,11 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
   auto cand_py = ResolvePythonSide(&*cand_ref, spec.has_candidate_kernel() ? "spec.candidate_kernel" : "spec.baseline_kernel",
                                    libraries);
   if (!cand_py.ok()) return cand_py.status();
+  auto base_decl = ResolveDeclaredSide(&*base_ref, "spec.baseline_kernel", libraries);
+  if (!base_decl.ok()) return base_decl.status();
+  auto cand_decl = ResolveDeclaredSide(&*cand_ref, spec.has_candidate_kernel() ? "spec.candidate_kernel" : "spec.baseline_kernel",
+                                       libraries);
+  if (!cand_decl.ok()) return cand_decl.status();
   // A Python kernel's table keeps every key for the kernel (it reads them);
   // a C kernel's refuses keys it cannot honour.
   std::optional<ConfigTable> base_table, cand_table;
@@ -346,6 +395,11 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
     if (!seen_archs.insert(archs[i]).second) return Bad(f, absl::StrCat("'", archs[i], "' listed twice"));
     if (absl::Status st = CheckPythonSide(*base_py, *base_ref, f, archs[i], acts); !st.ok()) return st;
     if (absl::Status st = CheckPythonSide(*cand_py, *cand_ref, f, archs[i], acts); !st.ok()) return st;
+    for (const auto* d : {&*base_decl, &*cand_decl}) {
+      if (!d->has_value()) continue;
+      const v1::KernelRef& ref = d == &*base_decl ? *base_ref : *cand_ref;
+      if (absl::Status st = CheckKernelRuns((*d)->archs, (*d)->activations, ref, f, archs[i], acts); !st.ok()) return st;
+    }
   }
 
   // Expansion.

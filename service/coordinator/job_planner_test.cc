@@ -224,6 +224,34 @@ TEST(JobPlanner, ExternalLibrariesMustBeRegisteredAtTheirBuild) {
   EXPECT_NE(evil.status().message().find("spec.baseline_kernel.library"), std::string::npos);
 }
 
+// A shared object registered with its declaration (read by register-library
+// in a child): kernels, archs and activation modes it does not declare are
+// refused at submit; a library with one kernel fills an empty kernel name.
+TEST(JobPlanner, DeclaredKernelsArePlannedAgainst) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  LibraryMap libs = Registered("pr-1234-kernels", "abc123", std::string(64, 'a'));
+  libs["pr-1234-kernels"].set_declared_json(
+      R"({"build_id": "abc123", "kernels": [{"name": "my_gemm", "archs": ["cpu"], "activations": ["bf16"]}]})");
+  v1::JobSpec s = GoodSpec();
+  s.mutable_candidate_kernel()->set_library("pr-1234-kernels");
+  s.mutable_candidate_kernel()->set_build_id("abc123");
+  auto plan = PlanJob(s, o, libs);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->tasks[0].spec.candidate_kernel().kernel(), "my_gemm") << "the library's only kernel";
+  s.mutable_candidate_kernel()->set_kernel("a16wfp4_cpu");
+  auto missing = PlanJob(s, o, libs);
+  EXPECT_TRUE(absl::IsInvalidArgument(missing.status()));
+  EXPECT_NE(missing.status().message().find("spec.candidate_kernel.kernel"), std::string::npos) << missing.status();
+  EXPECT_NE(missing.status().message().find("my_gemm"), std::string::npos) << "names what it declares";
+  s.mutable_candidate_kernel()->set_kernel("my_gemm");
+  s.set_activations(v1::ACTIVATIONS_MXFP4_EVEN);
+  EXPECT_NE(PlanJob(s, o, libs).status().message().find("spec.activations"), std::string::npos);
+  s.set_activations(v1::ACTIVATIONS_BF16);
+  s.clear_target_archs();
+  s.add_target_archs("sm_90a");
+  EXPECT_NE(PlanJob(s, o, libs).status().message().find("spec.target_archs[0]"), std::string::npos);
+}
+
 TEST(JobPlanner, RejectsBadSpecsNamingTheField) {
   const PlannerOptions o = PlannerOptions::WithBuiltinTables();
   v1::JobSpec s;

@@ -1,5 +1,7 @@
 #include "service/coordinator/library_registry.h"
 
+#include "nlohmann/json.hpp"
+
 #include "absl/strings/str_cat.h"
 #include "common/digest.h"
 #include "kernels/abi/kernel_library.h"
@@ -8,6 +10,33 @@
 
 namespace mxval {
 namespace coordinator {
+
+namespace {
+
+// A shared object's declaration (declared_json): its build id, and kernels
+// with a name, archs and activation modes.
+absl::Status CheckDeclaration(const v1::KernelLibraryRegistration& r, const std::string& field) {
+  if (r.declared_json().empty()) return absl::OkStatus();
+  const std::string f = field + ".declared_json";
+  if (r.declared_json().size() > (1 << 20)) return absl::InvalidArgumentError(f + ": over 1 MiB");
+  const nlohmann::json d = nlohmann::json::parse(r.declared_json(), nullptr, false);
+  if (!d.is_object() || !d.contains("kernels") || !d["kernels"].is_array() || d["kernels"].empty()) {
+    return absl::InvalidArgumentError(f + ": not an object with a non-empty \"kernels\" list");
+  }
+  if (d.value("build_id", "") != r.build_id()) {
+    return absl::InvalidArgumentError(absl::StrCat(f, ": declares build '", d.value("build_id", ""),
+                                                   "', the registration '", r.build_id(), "'"));
+  }
+  for (const auto& k : d["kernels"]) {
+    if (!k.is_object() || !k.contains("name") || !k["name"].is_string() || k["name"].get<std::string>().empty() ||
+        !k.contains("archs") || !k["archs"].is_array() || !k.contains("activations") || !k["activations"].is_array()) {
+      return absl::InvalidArgumentError(f + ": every kernel needs a name, archs and activations");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ValidateRegistration(const v1::KernelLibraryRegistration& r, const std::string& field) {
   if (absl::Status st = CheckExternalLibraryName(r.name()); !st.ok()) {
@@ -26,7 +55,10 @@ absl::Status ValidateRegistration(const v1::KernelLibraryRegistration& r, const 
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".manifest_json: only a Python library (format LIBRARY_FORMAT_PYTHON) has a manifest"));
     }
-    return absl::OkStatus();
+    return CheckDeclaration(r, field);
+  }
+  if (!r.declared_json().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".declared_json: only a shared object has a declaration"));
   }
   // A Python library: the manifest as the workers will import it, and each
   // kernel's config table, so jobs are planned (and refused) at submit.
