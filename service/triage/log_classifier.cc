@@ -163,20 +163,9 @@ std::optional<LogMatch> LogClassifier::Classify(absl::string_view log) const {
     absl::string_view l = Line(log, b, e);
     return l.size() > options_.max_line_bytes ? l.substr(0, options_.max_line_bytes) : l;
   };
-  // Captures of the winning line.
-  const RE2& re = *patterns_[best];
-  const int ngroups = re.NumberOfCapturingGroups();
-  std::vector<re2::StringPiece> groups(ngroups + 1);
-  const absl::string_view matched = line_at(best_line);
-  std::vector<std::string> caps;
-  if (re.Match(re2::StringPiece(matched.data(), matched.size()), 0, matched.size(), RE2::UNANCHORED, groups.data(),
-               ngroups + 1)) {
-    for (int g = 1; g <= ngroups; ++g) {
-      if (groups[g].empty()) continue;
-      caps.push_back(ToValidUtf8(absl::string_view(groups[g].data(), std::min<size_t>(groups[g].size(), 200))));
-    }
-  }
-  m.signature = caps.empty() ? rule.name() : absl::StrCat(rule.name(), ": ", absl::StrJoin(caps, " "));
+  // The winning line's signature, as MatchLine gives it (its first rule is
+  // `best`: no rule before it matched anywhere).
+  MatchLine(line_at(best_line), &m.signature);
   for (int64_t li = std::max<int64_t>(0, best_line - options_.context_lines); li <= best_line; ++li) {
     v1::LogLine l;
     l.set_number(li + 1);
