@@ -76,6 +76,7 @@ absl::StatusOr<ConfigTable> ConfigTable::FromJson(const nlohmann::json& j, const
     return absl::InvalidArgumentError(absl::StrCat("config table: nested deeper than ", kMaxDepth, " levels"));
   }
   ConfigTable t;
+  t.fit_ksplit_ = !o.allow_unknown_keys;
   // AITER's flat file: only bucket keys at the top level.
   bool flat = !j.empty();
   for (auto it = j.begin(); it != j.end(); ++it) flat &= it.key() == "any" || absl::StartsWith(it.key(), "M_LEQ_");
@@ -141,7 +142,20 @@ absl::StatusOr<DispatchEntry> ConfigTable::Lookup(const std::string& op, int64_t
     return absl::NotFoundError(absl::StrCat("config table op '", op, "' has neither 'N=", N, ",K=", K, "' nor 'default'"));
   }
   for (const Bucket& b : s->second) {
-    if (M <= b.m_leq) return DispatchEntry{EntryName(op, key, b), b.kernel, b.config};
+    if (M > b.m_leq) continue;
+    DispatchEntry e{EntryName(op, key, b), b.kernel, b.config};
+    const int64_t kblocks = e.config.block_k > 0 ? (K + e.config.block_k - 1) / e.config.block_k : 1;
+    if (fit_ksplit_ && e.config.ksplit > kblocks) {
+      e.config.ksplit = static_cast<int>(kblocks);
+      if (!e.config.json.empty()) {
+        nlohmann::json j = nlohmann::json::parse(e.config.json, nullptr, false);
+        if (j.is_object() && j.contains("NUM_KSPLIT")) {
+          j["NUM_KSPLIT"] = e.config.ksplit;
+          e.config.json = j.dump();
+        }
+      }
+    }
+    return e;
   }
   return absl::NotFoundError(absl::StrCat("config table ", op, "/", key, " has no bucket for M=", M, " (add 'any')"));
 }

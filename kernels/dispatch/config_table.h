@@ -67,6 +67,11 @@ class ConfigTable {
 
   // The entry for op at (M, N, K). NOT_FOUND if the op is unknown, neither
   // "N=..,K=.." nor "default" exists, or M exceeds every bucket and no "any".
+  // A table of C kernels' configs (not allow_unknown_keys) has NUM_KSPLIT
+  // lowered to ceil(K / BLOCK_SIZE_K) where it asks for more splits than K
+  // has blocks, as AITER's launcher does with get_splitk: a "default"
+  // bucket's split-K then serves every K. A Python kernel's table goes to
+  // its kernel as written (such launchers adapt split-K themselves).
   absl::StatusOr<DispatchEntry> Lookup(const std::string& op, int64_t M, int64_t N, int64_t K) const;
 
   // Every distinct config in the table (for "test every config" sweeps).
@@ -85,7 +90,8 @@ class ConfigTable {
                                                           const std::string& kernel, const ConfigTableOptions& o);
   std::string EntryName(const std::string& op, const std::string& key, const Bucket& b) const;
   std::string arch_, kernel_;
-  bool flat_ = false;  // AITER's flat file: one set of buckets for every op and shape
+  bool flat_ = false;
+  bool fit_ksplit_ = true;  // !allow_unknown_keys  // AITER's flat file: one set of buckets for every op and shape
   // op -> shape key -> buckets sorted by m_leq
   std::map<std::string, std::map<std::string, std::vector<Bucket>>> ops_;
 };

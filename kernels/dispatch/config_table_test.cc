@@ -40,7 +40,11 @@ TEST(ConfigTable, LooksUpShapeSpecificBucketsInOrder) {
   // Falls back to "default"; buckets sorted regardless of file order.
   e = t->Lookup("kup", 5, 512, 128);
   EXPECT_EQ(e->name, "kup/default/M_LEQ_8");
-  EXPECT_EQ(e->config.ksplit, 2);
+  // K = 128 is one 256-wide K block: NUM_KSPLIT 2 is lowered to 1 (as
+  // AITER's get_splitk does), in the config object too.
+  EXPECT_EQ(e->config.ksplit, 1);
+  EXPECT_EQ(nlohmann::json::parse(e->config.json)["NUM_KSPLIT"], 1);
+  EXPECT_EQ(t->Lookup("kup", 5, 512, 1024)->config.ksplit, 2);
   e = t->Lookup("kup", 9, 512, 128);
   EXPECT_EQ(e->name, "kup/default/M_LEQ_256");
   // No "any" in default: M beyond every bucket is NOT_FOUND, not a guess.
