@@ -525,6 +525,19 @@ TEST(Report, PdlJobsAreMarked) {
   EXPECT_EQ(FormatReport(job, "markdown").find("launched with"), std::string::npos);
 }
 
+TEST(Cli, SubmitPrintsExampleSpecs) {
+  Result r = Cli({"submit", "--example-spec", "strided-x"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("xLayout: X_LAYOUT_K_STRIDED"), std::string::npos) << r.out;
+  r = Cli({"submit", "--example-spec", "retune"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("candidateTable"), std::string::npos) << r.out;
+  r = Cli({"submit", "--example-spec", "nope\x1b[2J"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("pr-library"), std::string::npos) << "lists the examples: " << r.err;
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << "no raw escape from the caller";
+}
+
 TEST(Cli, SubmitRejectsAnUnknownLaunchMode) {
   Result r = Cli({"submit", "--preset", "glm5-tp4", "--launch", "eager"});
   EXPECT_EQ(r.code, 2) << r.err;

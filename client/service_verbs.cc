@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -46,6 +47,7 @@
 #include "service/worker/worker.h"
 #include "validation/presets.h"
 #include "mxval/default_tables.h"
+#include "mxval/example_specs.h"
 
 namespace mxval {
 namespace {
@@ -526,12 +528,26 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string fail_on = "pr-touched,untouched";
   f.String("fail-on", &fail_on, "with --wait: triage classes that make the exit code 1: pr-touched | "
                                 "pr-touched,untouched | any");
+  std::string example;
+  f.String("example-spec", &example, "print a commented example spec and exit: retune | pr-library | custom-shapes | "
+                                     "strided-x (docs/job_spec.md explains every field)");
   std::string launch, candidate_launch;
   f.String("launch", &launch, "plain | pdl: how GPU kernels are launched (overrides the spec's launch; default plain)");
   f.String("candidate-launch", &candidate_launch,
            "plain | pdl: the candidate side's launch (overrides the spec's candidate_launch; default: --launch), "
            "e.g. --candidate-launch pdl to measure what PDL buys");
   if (int rc = ParseFlags(f, args, "submit", out, err); rc >= 0) return rc;
+  if (!example.empty()) {
+    std::string names;
+    for (const ExampleSpec& e : kExampleSpecs) {
+      if (example == e.name) {
+        out << e.yaml;
+        return 0;
+      }
+      absl::StrAppend(&names, "\n  ", absl::StrFormat("%-14s", e.name), " ", e.what);
+    }
+    return Usage(err, "submit", absl::StrCat("--example-spec: no example '", absl::CHexEscape(example.substr(0, 64)), "'; there are:", names));
+  }
   if (!launch.empty() && launch != "plain" && launch != "pdl") return Usage(err, "submit", "--launch must be plain or pdl");
   if (!candidate_launch.empty() && candidate_launch != "plain" && candidate_launch != "pdl") {
     return Usage(err, "submit", "--candidate-launch must be plain or pdl");

@@ -1,5 +1,9 @@
 #include "client/spec_file.h"
 
+#include <iterator>
+
+#include "mxval/example_specs.h"
+
 #include "gtest/gtest.h"
 #include "service/coordinator/job_planner.h"
 
@@ -60,6 +64,24 @@ TEST(SpecFile, DocumentedExamplesParseAndPlan) {
     auto plan = coordinator::PlanJob(*spec, coordinator::PlannerOptions::WithBuiltinTables(), libraries);
     ASSERT_TRUE(plan.ok()) << plan.status();
     EXPECT_FALSE(plan->tasks.empty());
+  }
+}
+
+// `mxval submit --example-spec NAME` prints these: each plans as is.
+TEST(SpecFile, EmbeddedExamplesAreTheDocumentedOnes) {
+  coordinator::LibraryMap libraries;
+  v1::KernelLibraryRegistration reg;
+  reg.set_name("my-kernels");
+  reg.set_build_id("pr-123-8e41b07");
+  reg.set_sha256(std::string(64, 'a'));
+  libraries["my-kernels"] = reg;
+  ASSERT_EQ(std::size(kExampleSpecs), 4u);
+  for (const ExampleSpec& e : kExampleSpecs) {
+    SCOPED_TRACE(e.name);
+    auto spec = ParseJobSpec(e.yaml, true);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_TRUE(coordinator::PlanJob(*spec, coordinator::PlannerOptions::WithBuiltinTables(), libraries).ok());
+    EXPECT_NE(std::string(e.yaml).find("# "), std::string::npos) << "commented";
   }
 }
 
