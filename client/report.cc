@@ -19,7 +19,10 @@ namespace {
 std::string OpName(v1::Op op) { return op == v1::OP_KUP ? "kup" : op == v1::OP_VUP ? "vup" : "custom"; }
 
 std::string ShapeName(const v1::Shape& s) {
-  return absl::StrCat(OpName(s.op()), " B=", s.b(), " N=", s.n(), " K=", s.k());
+  return absl::StrCat(OpName(s.op()), " B=", s.b(), " N=", s.n(), " K=", s.k(),
+                      s.x_layout() == v1::X_LAYOUT_K_STRIDED ? " x:k-strided"
+                      : s.x_layout() == v1::X_LAYOUT_M_MAJOR ? " x:m-major"
+                                                             : "");
 }
 
 std::string VerdictText(const v1::KernelRun& r) {
@@ -509,7 +512,10 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
     int failures = 0, errors = 0;
     std::string cases;
     for (const v1::TaskResult& r : job.results()) {
-      const std::string cls = absl::StrCat(OpName(r.shape().op()), ".B", r.shape().b(), ".N", r.shape().n(), ".K", r.shape().k());
+      const std::string cls = absl::StrCat(OpName(r.shape().op()), ".B", r.shape().b(), ".N", r.shape().n(), ".K", r.shape().k(),
+                                           r.shape().x_layout() == v1::X_LAYOUT_K_STRIDED ? ".xKStrided"
+                                           : r.shape().x_layout() == v1::X_LAYOUT_M_MAJOR ? ".xMMajor"
+                                                                                          : "");
       absl::StrAppend(&cases, "    <testcase classname=\"", XmlEscape(cls), "\" name=\"",
                       XmlEscape(absl::StrCat("M=", r.m(), " ", r.arch())), "\" time=\"",
                       absl::StrFormat("%.6f", r.candidate().timing().median_us() * 1e-6), "\">\n");

@@ -30,6 +30,23 @@ enum class OutputLayout {
   kBatchMajor = 1,  // (M, B, N)
 };
 
+// How x (B, M, K) lies in memory (see validation_case.h for the guards).
+enum class XLayout {
+  kKContiguous = 0,  // x_stride_k = 1 (rows dense or of a wider pitch)
+  kKStrided = 1,     // x_stride_k = 2: every other element of rows twice as wide
+  kMMajor = 2,       // stored (B, K, M + guard rows): x_stride_m = 1
+};
+
+inline std::string XLayoutName(XLayout l) {
+  return l == XLayout::kKStrided ? "k-strided" : l == XLayout::kMMajor ? "m-major" : "k-contiguous";
+}
+inline absl::StatusOr<XLayout> ParseXLayout(const std::string& s) {
+  if (s == "k-contiguous") return XLayout::kKContiguous;
+  if (s == "k-strided") return XLayout::kKStrided;
+  if (s == "m-major") return XLayout::kMMajor;
+  return absl::InvalidArgumentError(absl::StrCat("x layout '", s, "' is not one of k-contiguous, k-strided, m-major"));
+}
+
 inline std::string ActivationModeName(ActivationMode a) { return a == ActivationMode::kBf16 ? "bf16" : "mxfp4-even"; }
 inline std::string OutputLayoutName(OutputLayout l) { return l == OutputLayout::kHeadMajor ? "head-major" : "batch-major"; }
 

@@ -20,6 +20,12 @@ std::string GeneratorSpec::ToString() const {
   return "?";
 }
 
+absl::StatusOr<SpecialValues> ParseSpecialValues(const std::string& s) {
+  if (s == "none") return SpecialValues::kNone;
+  if (s == "mixed") return SpecialValues::kMixed;
+  return absl::InvalidArgumentError(absl::StrCat("special values '", s.substr(0, 64), "' is not one of none, mixed"));
+}
+
 absl::StatusOr<GeneratorSpec> ParseGenerator(const std::string& s) {
   GeneratorSpec g;
   std::string name = s, arg;

@@ -47,6 +47,21 @@ absl::StatusOr<GeneratorSpec> ParseActivationGenerator(const std::string& s);
 // extreme-scales fills like normal (the rest is CaseData::Build's).
 void FillTensor(const GeneratorSpec& spec, uint64_t seed, float* x, int64_t rows, int64_t K, int64_t row_stride);
 
+// Special values inside K (the format's NaN and infinity rules):
+//   none    finite inputs only
+//   mixed   in the last batch: one NaN scale byte (0xFF) in one weight row,
+//           so that output column is NaN at every M; with bf16 activations
+//           also a +Inf in one x row (output +-Inf, or NaN where the weight
+//           is 0), a NaN in another (a NaN row), and +Inf and -Inf in a
+//           third (NaN where the two weights share a sign). The expected
+//           output of each is fixed by IEEE arithmetic whatever the
+//           summation order. Re-quantized (mxfp4) activations get only the
+//           NaN scale: the OCP MX spec leaves converting Inf to MXFP4 to
+//           the implementation.
+enum class SpecialValues { kNone, kMixed };
+absl::StatusOr<SpecialValues> ParseSpecialValues(const std::string& s);
+inline std::string SpecialValuesName(SpecialValues v) { return v == SpecialValues::kMixed ? "mixed" : "none"; }
+
 // Derives independent per-operand seeds from one job seed.
 uint64_t OperandSeed(uint64_t seed, uint64_t operand);
 

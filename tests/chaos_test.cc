@@ -73,6 +73,7 @@ TEST(Chaos, FiveHundredTasksSurviveRandomKillsOfWorkersAndTheCoordinator) {
   req.mutable_spec()->set_name("chaos");
   req.mutable_spec()->add_presets("dsv3-tp8");
   req.mutable_spec()->add_presets("glm5-tp4");
+  req.mutable_spec()->set_no_layout_probes(true);
   for (int m = 1; m <= 125; ++m) req.mutable_spec()->add_m_values(m);  // 4 shapes x 125 = 500 tasks
   req.mutable_spec()->set_repetitions(1);
   v1::SubmitJobResponse sub;

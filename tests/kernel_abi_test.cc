@@ -97,6 +97,115 @@ TEST(KernelAbi, EveryPromiseOfTheAbiIsChecked) {
   }
 }
 
+// Runs a kernel on `spec` through the harness (can_implement asked first).
+absl::StatusOr<reference::AccuracyReport> Check(const mxval_kernel* k, const CaseSpec& spec) {
+  auto d = CaseData::Build(spec);
+  if (!d.ok()) return d.status();
+  auto r = CheckKernel(*d, HostAbiKernel(k, TileConfig{}), {});
+  if (!r.ok()) return r.status();
+  return r->accuracy;
+}
+
+const mxval_kernel* PluginKernel(const std::string& build) {
+  static std::vector<std::unique_ptr<KernelLibrary>> keep;
+  auto lib = KernelLibrary::Open(std::string(MXVAL_PLUGIN_DIR) + "/libexample_plugin" + build + ".so");
+  EXPECT_TRUE(lib.ok()) << lib.status();
+  if (!lib.ok()) return nullptr;
+  keep.push_back(std::move(*lib));
+  auto k = keep.back()->Find("example_naive");
+  return k.ok() ? *k : nullptr;
+}
+
+// x_stride_k != 1 (kernel_api.h allows it) in both layouts that give it: a
+// correct kernel passes, one that assumes a unit stride fails, and one that
+// declines it in can_implement is never run.
+TEST(KernelAbi, XStridesBeyondTheRowPitchAreChecked) {
+  const mxval_kernel* good = PluginKernel("");
+  const mxval_kernel* dense = PluginKernel("_dense_x");
+  const mxval_kernel* declines = PluginKernel("_decline_strided");
+  ASSERT_TRUE(good && dense && declines);
+  for (const XLayout layout : {XLayout::kKStrided, XLayout::kMMajor}) {
+    SCOPED_TRACE(XLayoutName(layout));
+    CaseSpec spec;
+    spec.shape = {2, 5, 40, 192};
+    spec.layout = OutputLayout::kBatchMajor;
+    spec.x_layout = layout;
+    spec.strided_x = layout == XLayout::kKStrided;  // pitch 2K + extra
+    auto d = CaseData::Build(spec);
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_NE(d->xs.k, 1);
+    auto r = Check(good, spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->verdict, reference::Verdict::kPass) << r->reason;
+    r = Check(dense, spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_NE(r->verdict, reference::Verdict::kPass);
+    r = Check(declines, spec);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+    EXPECT_NE(r.status().message().find("declined by can_implement"), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("needs x_stride_k == 1"), std::string::npos) << r.status();
+  }
+  // The row-pitch layout alone keeps x_stride_k = 1: all three pass.
+  CaseSpec spec;
+  spec.shape = {2, 5, 40, 192};
+  spec.strided_x = true;
+  for (const mxval_kernel* k : {good, dense, declines}) {
+    auto r = Check(k, spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->verdict, reference::Verdict::kPass) << r->reason;
+  }
+  spec.x_layout = XLayout::kMMajor;
+  EXPECT_EQ(CaseData::Build(spec).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// NaN and Inf inside K: the expected outputs follow the format's rules; a
+// kernel that decodes the NaN scale as a number fails, with a reason that
+// says only the special-value outputs differ.
+TEST(KernelAbi, SpecialValuesFollowTheFormatsRules) {
+  const mxval_kernel* good = PluginKernel("");
+  const mxval_kernel* naive = PluginKernel("_nan_scale");
+  ASSERT_TRUE(good && naive);
+  for (const int64_t M : {1, 2, 7}) {
+    SCOPED_TRACE(M);
+    CaseSpec spec;
+    spec.shape = {3, M, 48, 128};
+    spec.specials = SpecialValues::kMixed;
+    spec.seed = 11;
+    auto d = CaseData::Build(spec);
+    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_EQ(d->special_b, 2);
+    EXPECT_EQ(static_cast<int64_t>(d->special_rows.size()), std::min<int64_t>(M, 3));
+    auto ref = ComputeReference(*d, {});
+    ASSERT_TRUE(ref.ok());
+    int64_t nonfinite = 0, special_outputs = 0;
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < 48; ++n) {
+          const float w = ref->want[b * d->ys.b + m * d->ys.m + n];
+          const bool special = d->IsSpecialOutput(b, m, n);
+          special_outputs += special;
+          nonfinite += !std::isfinite(w);
+          // Exactly the outputs fed by a special value are non-finite.
+          EXPECT_EQ(special, !std::isfinite(w)) << b << "," << m << "," << n;
+          if (b == 2 && n == d->special_n) EXPECT_TRUE(std::isnan(w));  // NaN scale: the whole column
+        }
+    EXPECT_GT(nonfinite, M);
+    auto r = Check(good, spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->verdict, reference::Verdict::kPass) << r->reason;
+    r = Check(naive, spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->verdict, reference::Verdict::kFailMismatch) << r->reason;
+    EXPECT_NE(r->reason.find("only the"), std::string::npos) << r->reason;
+    EXPECT_NE(r->reason.find("fed by NaN/Inf inputs"), std::string::npos) << r->reason;
+    // Without special values the naive decode is right.
+    spec.specials = SpecialValues::kNone;
+    r = Check(naive, spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->verdict, reference::Verdict::kPass) << r->reason;
+  }
+}
+
 // The version-1 layout of mxval_kernel (before launch_flags), as a library
 // built against the version-1 header lays out its table.
 struct KernelV1 {

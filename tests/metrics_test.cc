@@ -81,6 +81,7 @@ TEST(Metrics, ScrapesAreCleanAndPlausible) {
 
   v1::SubmitJobRequest req;
   req.mutable_spec()->add_presets("dsv3-tp8");
+  req.mutable_spec()->set_no_layout_probes(true);
   req.mutable_spec()->add_m_values(1);
   req.mutable_spec()->add_m_values(33);
   req.mutable_spec()->set_repetitions(1);

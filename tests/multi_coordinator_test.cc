@@ -67,6 +67,7 @@ TEST(MultiCoordinator, TwoCoordinatorsOnOneDatabaseRecordEveryResultOnce) {
   req.mutable_spec()->set_name("two coordinators");
   req.mutable_spec()->add_presets("dsv3-tp8");
   req.mutable_spec()->add_presets("glm5-tp4");
+  req.mutable_spec()->set_no_layout_probes(true);
   for (int m = 1; m <= 40; ++m) req.mutable_spec()->add_m_values(m);  // 4 shapes x 40 = 160 tasks
   req.mutable_spec()->set_repetitions(1);
   auto stub_a = Stub(port_a), stub_b = Stub(port_b);

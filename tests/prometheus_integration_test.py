@@ -114,7 +114,8 @@ def main():
 
         # Two jobs a few scrapes apart, so counters grow while Prometheus
         # watches (rate() and the recording rules need an increase):
-        # 2 shapes x M {1, 16}, then 2 shapes x M {4}.
+        # 2 shapes x M {1, 16}, then 2 shapes x M {4}; each job also has a
+        # K-strided x probe per shape at its smallest M: 6 + 4 tasks.
         for ms in ("1,16", "4"):
             sub = subprocess.run([args.mxval, "submit", "--coordinator", addr, "--preset", "glm5-tp4", "--m", ms,
                                   "--wait", "--format", "table", "--timeout", "300"], capture_output=True, text=True)
@@ -128,7 +129,7 @@ def main():
             try:
                 done = query(prom_port, 'mxval_coordinator_jobs{state="done"} == 2')
                 runs = query(prom_port, "sum(mxval_worker_kernel_runs_total)")
-                if done and runs and float(runs[0]["value"][1]) >= 12:
+                if done and runs and float(runs[0]["value"][1]) >= 20:
                     break
             except (OSError, AssertionError):
                 pass
@@ -141,11 +142,11 @@ def main():
 
         check(value('up{job="mxval-coordinator"}') == 1, "coordinator target up")
         check(value('up{job="mxval-worker"}') == 1, "worker target up")
-        check(value('sum(mxval_coordinator_tasks_reported_total{outcome="pass"})') == 6, "6 tasks reported pass")
-        check(value('sum(mxval_worker_kernel_runs_total{verdict="pass"})') == 12, "12 kernel runs passed (2 per task)")
+        check(value('sum(mxval_coordinator_tasks_reported_total{outcome="pass"})') == 10, "10 tasks reported pass")
+        check(value('sum(mxval_worker_kernel_runs_total{verdict="pass"})') == 20, "20 kernel runs passed (2 per task)")
         check(value('mxval_coordinator_workers{arch="cpu",state="active"}') == 1, "1 active cpu worker")
         check(value('mxval_coordinator_tasks{state="queued"}') == 0, "queue empty")
-        check(value('sum(mxval_coordinator_triage_decisions_total{class="PASS"})') == 6, "6 triage PASS decisions")
+        check(value('sum(mxval_coordinator_triage_decisions_total{class="PASS"})') == 10, "10 triage PASS decisions")
         tf = value('max(mxval_worker_kernel_tflops{side="candidate"})')
         check(tf is not None and 0 < tf < 10, "candidate TFLOP/s plausible on a CPU (%s)" % tf)
         err = value("max(mxval_worker_kernel_rel_fro_error)")

@@ -105,7 +105,8 @@ def job_yaml(name, baseline, candidate=None, activations=None, m_values=M_VALUES
              "baseline_kernel: {library: %s, build_id: %s, kernel: %s}" % tuple(map(yaml_scalar, baseline))]
     if candidate is not None:
         lines.append("candidate_kernel: {library: %s, build_id: %s, kernel: %s}" % tuple(map(yaml_scalar, candidate)))
-    lines += ["presets: [glm5-tp4]",
+    # no_layout_probes: the counts below are per preset shape and M (probes: service_integration_test).
+    lines += ["presets: [glm5-tp4]", "no_layout_probes: true",
               "m_values: [%s]" % ", ".join(str(m) for m in m_values),
               "target_archs: [%s]" % ", ".join(target_archs),
               "repetitions: %d" % repetitions]

@@ -53,6 +53,7 @@ TEST(ServiceIntegration, ThreeHundredTasksSurviveWorkerAndCoordinatorKills) {
   req.mutable_spec()->set_name("integration");
   req.mutable_spec()->add_presets("dsv3-tp8");
   req.mutable_spec()->add_presets("glm5-tp4");
+  req.mutable_spec()->set_no_layout_probes(true);
   for (int m = 1; m <= 75; ++m) req.mutable_spec()->add_m_values(m);  // 4 shapes x 75 = 300 tasks
   req.mutable_spec()->set_repetitions(1);
   v1::SubmitJobResponse sub;
@@ -118,10 +119,13 @@ TEST(ServiceIntegration, CliVerbsAgainstAnEmbeddedServer) {
   CmdResult r = Cmd(bin + " submit" + c + " --preset dsv3-tp8 --m 1,2 --request-id cli-1 --wait --format junit");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("<testsuite name=\"mxval job-1"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("tests=\"4\" failures=\"0\" errors=\"0\""), std::string::npos) << r.out;
+  // 2 shapes x 2 M, and a K-strided x probe of each shape at M = 1, all passing.
+  EXPECT_NE(r.out.find("tests=\"6\" failures=\"0\" errors=\"0\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("classname=\"vup.B16.N128.K512.xKStrided\" name=\"M=1 cpu\""), std::string::npos) << r.out;
   r = Cmd(bin + " get" + c + " --job job-1 --format markdown");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("| vup B=16 N=128 K=512 | 2 | cpu |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| kup B=16 N=512 K=128 x:k-strided | 1 | cpu |"), std::string::npos) << r.out;
   r = Cmd(bin + " jobs" + c);
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("JOB_STATE_DONE"), std::string::npos) << r.out;
@@ -190,6 +194,12 @@ TEST(ServiceIntegration, RegisteredLibraryRunsOnlyWithItsDigest) {
   EXPECT_NE(r.out.find("spec.target_archs[0]"), std::string::npos) << r.out;
   r = Cmd(bin + " submit" + c + " --spec " + dir + "/job.json --request-id lib-1 --wait --format json");
   EXPECT_EQ(r.code, 0) << r.out;
+  // The plugin declares one config, none of the built-in table's: it runs
+  // with its own (chosen on the worker by can_implement), also on the
+  // K-strided x probes, which it handles.
+  EXPECT_NE(r.out.find("\"dispatchEntry\": \"own configs of example_plugin\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"xLayout\": \"X_LAYOUT_K_STRIDED\""), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("VERDICT_ERROR"), std::string::npos) << r.out;
   // Swap the file for another build (new inode, as an install would): refused by the worker.
   ASSERT_EQ(std::system(("cp " MXVAL_PLUGIN_DIR "/libexample_plugin_wrong.so " + kernels + "/new.so && mv " + kernels +
                          "/new.so " + kernels + "/libexample_plugin.so")

@@ -37,9 +37,31 @@ mxval_gemm_args AbiArgsFor(const CaseData& d, const void* x_base, const uint8_t*
   return a;
 }
 
+absl::Status CheckCanImplement(const mxval_kernel& kernel, const mxval_gemm_args& args, const TileConfig& config) {
+  absl::Status st = CanImplement(kernel, args, config);
+  if (st.ok()) return st;
+  return absl::FailedPreconditionError(absl::StrCat("declined by can_implement: ", st.message()));
+}
+
+absl::StatusOr<TileConfig> FirstAcceptedConfig(const mxval_kernel& kernel, const mxval_gemm_args& args) {
+  if (kernel.configs == nullptr || kernel.num_configs <= 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kernel.name, " declares no configs and no table gave one for this case"));
+  }
+  absl::Status last;
+  for (int32_t i = 0; i < kernel.num_configs && i < 4096; ++i) {
+    const TileConfig c = FromAbi(kernel.configs[i]);
+    last = CanImplement(kernel, args, c);
+    if (last.ok()) return c;
+  }
+  return absl::FailedPreconditionError(absl::StrCat("none of the ", kernel.num_configs, " configs ", kernel.name,
+                                                    " declares accepts this case (the last: ", last.message(), ")"));
+}
+
 KernelFn HostAbiKernel(const mxval_kernel* kernel, const TileConfig& config) {
   return [kernel, config](const CaseData& d, uint16_t* y) -> absl::Status {
     mxval_gemm_args probe = AbiArgsFor(d, d.x_bf16.data(), d.packed.data(), d.scales.data(), y, nullptr, 0, nullptr);
+    MXVAL_RETURN_IF_ERROR(CheckCanImplement(*kernel, probe, config));
     const size_t bytes = WorkspaceSize(*kernel, probe, config);
     // Undefined on entry: 0xFF bytes (NaN as fp32) like the device path; a
     // guard after it, checked after the run.

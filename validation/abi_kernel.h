@@ -17,7 +17,18 @@ mxval_gemm_args AbiArgsFor(const CaseData& d, const void* x_base, const uint8_t*
 // Bytes after a host kernel's workspace that must stay 0xFF.
 inline constexpr size_t kWorkspaceGuardBytes = 256;
 
-// A host kernel: its workspace poisoned (0xFF: undefined on entry) with a
+// can_implement for `config`; a refusal is FAILED_PRECONDITION "declined
+// by can_implement: ..." (the kernel's reason), so it reads as the
+// kernel's own decision, not as a failed run.
+absl::Status CheckCanImplement(const mxval_kernel& kernel, const mxval_gemm_args& args, const TileConfig& config);
+
+// The first of the kernel's declared configs (mxval_kernel.configs) that
+// its can_implement accepts for `args`: how a side runs with the
+// library's own configs when no table gives it one. FAILED_PRECONDITION
+// naming the last refusal when none does.
+absl::StatusOr<TileConfig> FirstAcceptedConfig(const mxval_kernel& kernel, const mxval_gemm_args& args);
+
+// A host kernel: consulted with can_implement first; its workspace poisoned (0xFF: undefined on entry) with a
 // guard after it; a write into the guard is an out-of-bounds status
 // (kOutOfBoundsPayload).
 KernelFn HostAbiKernel(const mxval_kernel* kernel, const TileConfig& config);

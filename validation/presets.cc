@@ -8,7 +8,8 @@
 namespace mxval {
 
 std::string OpShape::ToString() const {
-  return absl::StrCat(op, " B=", B, " N=", N, " K=", K, " ", OutputLayoutName(layout), strided_x ? " strided-x" : "");
+  return absl::StrCat(op, " B=", B, " N=", N, " K=", K, " ", OutputLayoutName(layout), strided_x ? " strided-x" : "",
+                      x_layout != XLayout::kKContiguous ? absl::StrCat(" ", XLayoutName(x_layout), "-x") : "");
 }
 
 std::vector<std::string> PresetNames() { return {"glm5-tp4", "dsv3-tp8"}; }

@@ -22,6 +22,7 @@ struct OpShape {
   OutputLayout layout = OutputLayout::kHeadMajor;
   bool strided_x = false;
   int64_t x_pitch_extra = 0;
+  XLayout x_layout = XLayout::kKContiguous;
   std::string ToString() const;  // "kup B=16 N=512 K=192 head-major"
 };
 

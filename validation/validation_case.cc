@@ -41,7 +41,7 @@ void ApplyExtremeScales(CaseData& d, int64_t prow, int64_t srow) {
         for (int64_t k = 32 * g; k < 32 * g + 32; ++k) {
           const float sign = (rng() & 1) ? -1.0f : 1.0f;
           const float v = tiny ? std::ldexp(0.5f + 1.5f * mag(rng), 124) : std::ldexp(1.0f + mag(rng), -124);
-          d.x_f32[b * d.xs.b + m * d.xs.m + k] = sign * v;
+          d.x_f32[b * d.xs.b + m * d.xs.m + k * d.xs.k] = sign * v;
         }
       for (int64_t n = 0; n < s.N; ++n) {
         uint8_t& scale = d.scales[(b * s.N + n) * srow + g];
@@ -54,6 +54,34 @@ void ApplyExtremeScales(CaseData& d, int64_t prow, int64_t srow) {
         }
       }
     }
+}
+
+// The mixed special values (common/inputs.h) in the last batch, at
+// positions drawn from the case's seed.
+void ApplySpecials(CaseData& d, int64_t srow) {
+  const GemmShape& s = d.spec.shape;
+  std::mt19937_64 rng(OperandSeed(d.spec.seed, 8'000'000));
+  const int64_t b = s.B - 1, groups = s.K / 32;
+  d.special_b = b;
+  d.special_n = static_cast<int64_t>(rng() % s.N);
+  d.scales[(b * s.N + d.special_n) * srow + static_cast<int64_t>(rng() % groups)] = mxfp4::kScaleNaN;
+  if (d.spec.activations != ActivationMode::kBf16) return;
+  const float inf = std::numeric_limits<float>::infinity();
+  auto at = [&](int64_t m, int64_t k) -> float& { return d.x_f32[b * d.xs.b + m * d.xs.m + k * d.xs.k]; };
+  const int64_t rows = std::min<int64_t>(3, s.M), m0 = static_cast<int64_t>(rng() % s.M);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t m = (m0 + i) % s.M;
+    d.special_rows.push_back(m);
+    const int64_t k = static_cast<int64_t>(rng() % s.K);
+    if (i == 0) {
+      at(m, k) = inf;
+    } else if (i == 1) {
+      at(m, k) = std::numeric_limits<float>::quiet_NaN();
+    } else {
+      at(m, k) = inf;  // and -Inf in another 32-group when there is one
+      at(m, groups > 1 ? (k + 32) % s.K : (k + 1) % s.K) = -inf;
+    }
+  }
 }
 
 }  // namespace
@@ -70,6 +98,7 @@ CaseSpec SpecForShape(const OpShape& shape, int64_t M) {
   spec.layout = shape.layout;
   spec.strided_x = shape.strided_x;
   spec.x_pitch_extra = shape.x_pitch_extra;
+  spec.x_layout = shape.x_layout;
   return spec;
 }
 
@@ -78,9 +107,13 @@ absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes
   if (spec.x_gen.kind == GeneratorKind::kExtremeScales) {
     return absl::InvalidArgumentError("x_gen: generator 'extreme-scales' is for the weights only");
   }
+  if (spec.x_layout == XLayout::kMMajor && spec.strided_x) {
+    return absl::InvalidArgumentError("x layout m-major has no row pitch: not with strided_x");
+  }
   const GemmShape& s = spec.shape;
   const int64_t rows_g = s.M + spec.guard_rows;
-  const int64_t pitch = spec.strided_x ? s.K + spec.x_pitch_extra : s.K;
+  const int64_t kstep = spec.x_layout == XLayout::kKStrided ? 2 : 1;
+  const int64_t pitch = kstep * s.K + (spec.strided_x ? spec.x_pitch_extra : 0);
   const int64_t x_elems = s.B * rows_g * pitch;
   const int64_t guard_groups = spec.guard_groups >= 0 ? spec.guard_groups : DefaultScaleGuardGroups(s.K);
   const int64_t prow = s.K / 2 + 16, srow = s.K / 32 + guard_groups;
@@ -93,14 +126,15 @@ absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes
   CaseData d;
   d.spec = spec;
   d.x_f32.assign(x_elems, std::numeric_limits<float>::quiet_NaN());
-  if (spec.strided_x) d.xs = {pitch, s.B * pitch, 1};   // memory (M+g, B, pitch)
-  else d.xs = {rows_g * pitch, pitch, 1};                // memory (B, M+g, K)
+  if (spec.x_layout == XLayout::kMMajor) d.xs = {pitch * rows_g, 1, rows_g};  // memory (B, K, M+g)
+  else if (spec.strided_x) d.xs = {pitch, s.B * pitch, kstep};                // memory (M+g, B, pitch)
+  else d.xs = {rows_g * pitch, pitch, kstep};                                 // memory (B, M+g, pitch)
   for (int64_t b = 0; b < s.B; ++b) {
     // One generator stream per batch so layouts see identical values.
     std::vector<float> tmp(s.M * s.K);
     FillTensor(spec.x_gen, OperandSeed(spec.seed, 100 + b), tmp.data(), s.M, s.K, s.K);
     for (int64_t m = 0; m < s.M; ++m)
-      for (int64_t k = 0; k < s.K; ++k) d.x_f32[b * d.xs.b + m * d.xs.m + k] = tmp[m * s.K + k];
+      for (int64_t k = 0; k < s.K; ++k) d.x_f32[b * d.xs.b + m * d.xs.m + k * d.xs.k] = tmp[m * s.K + k];
   }
   d.packed.assign(s.B * s.N * prow, 0xFF);
   d.scales.assign(s.B * s.N * srow, mxfp4::kScaleNaN);
@@ -122,6 +156,7 @@ absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes
                                               prow, d.scales.data() + b * s.N * srow, srow));
   }
   if (spec.w_gen.kind == GeneratorKind::kExtremeScales && !spec.w_packed_file) ApplyExtremeScales(d, prow, srow);
+  if (spec.specials == SpecialValues::kMixed) ApplySpecials(d, srow);
   d.x_bf16.resize(x_elems);
   for (int64_t i = 0; i < x_elems; ++i) d.x_bf16[i] = mxfp4::FloatToBf16Bits(d.x_f32[i]);
   d.w = {d.packed.data(), s.N * prow, prow, d.scales.data(), s.N * srow, srow};
@@ -167,6 +202,33 @@ std::string GuardViolation(const std::vector<uint16_t>& buf, int64_t y_elems) {
   }
   absl::StrAppend(&r, " within the ", kYGuardElems, "-element guards");
   return r;
+}
+
+// When every mismatch is an output fed by the special values, says so: the
+// kernel breaks the format's NaN/Inf rules rather than computing wrong
+// numbers (each such output's expected value is NaN or +-Inf).
+void ExplainSpecialMismatches(const CaseData& d, const std::vector<float>& got, const ReferenceOutput& ref,
+                              reference::AccuracyReport* acc) {
+  const GemmShape& s = d.spec.shape;
+  if (acc->unwritten_count > 0 || acc->nan_count + acc->inf_count > 0) return;
+  int64_t bad = 0;
+  std::string first;
+  const int64_t nrows = ref.rows.empty() ? s.M : static_cast<int64_t>(ref.rows.size());
+  for (int64_t ri = 0; ri < nrows; ++ri) {
+    const int64_t m = ref.rows.empty() ? ri : ref.rows[ri];
+    for (int64_t n = 0; n < s.N; ++n) {
+      if (!d.IsSpecialOutput(d.special_b, m, n)) continue;
+      const int64_t i = d.special_b * d.ys.b + m * d.ys.m + n;
+      const float g = got[i], w = ref.want[i];
+      if ((std::isnan(g) && std::isnan(w)) || g == w) continue;
+      if (bad++ == 0) first = absl::StrCat("first at [b=", d.special_b, ", m=", m, ", n=", n, "]: got ", g, ", want ", w);
+    }
+  }
+  if (bad == 0 || bad != acc->mismatch_count) return;
+  acc->reason = absl::StrCat(
+      "only the ", bad, " output(s) fed by NaN/Inf inputs differ (", first,
+      "): the format's rules are a NaN scale (0xFF) makes its whole group NaN, Inf x 0 is NaN, Inf - Inf is NaN; "
+      "every finite output matches (inputs.specialValues: none leaves special values out)");
 }
 
 }  // namespace
@@ -218,6 +280,8 @@ absl::StatusOr<CaseResult> CheckKernel(const CaseData& d, const KernelFn& kernel
   if (!out_of_bounds.empty()) {
     res.accuracy.verdict = reference::Verdict::kFailOutOfBounds;
     res.accuracy.reason = out_of_bounds;
+  } else if (res.accuracy.verdict == reference::Verdict::kFailMismatch && d.special_b >= 0) {
+    ExplainSpecialMismatches(d, got, *reference, &res.accuracy);
   }
   return res;
 }

@@ -2,7 +2,8 @@
 // poisoned outputs, the FP32 reference on the same inputs, and the verdict.
 //
 // Guards (so out-of-bounds reads fail loudly):
-//   x       NaN rows past M (per batch) and NaN in the row pitch past K
+//   x       NaN rows past M (per batch), NaN in the row pitch past K and,
+//           for a K-strided x, NaN between the elements of a row
 //   scales  0xFF (NaN) groups past K/32 in every row; by default as many
 //           as keep each row's stride as aligned as a dense row's (K/32
 //           bytes), so a kernel that takes a vectorized scale path only on
@@ -42,9 +43,16 @@ struct CaseSpec {
   // (x_pitch, B * x_pitch, 1), as q_nope is inside q in the model; else dense.
   bool strided_x = false;
   int64_t x_pitch_extra = 64;  // x_pitch = K + this when strided
+  // x_stride_k != 1 (kernel_api.h allows it): K-strided rows of pitch
+  // 2K (+ the extra when strided_x), or M-major (B, K, M + guard_rows)
+  // storage (not with strided_x).
+  XLayout x_layout = XLayout::kKContiguous;
   GeneratorSpec x_gen;
   GeneratorSpec w_gen;
   mxfp4::ScaleRule w_rule = mxfp4::ScaleRule::kEven;
+  // NaN/Inf inside K (common/inputs.h). Jobs default to mixed (the planner
+  // sets it); a CaseSpec built in code to none.
+  SpecialValues specials = SpecialValues::kNone;
   uint64_t seed = 1;
   int64_t guard_rows = 3;
   // Scale groups past K/32 per row (0xFF); < 0: DefaultScaleGuardGroups(K).
@@ -78,6 +86,17 @@ struct CaseData {
   WeightView w;
   YStrides ys;
   int64_t y_elems = 0;
+  // Where the special values went (specials = mixed): batch, the weight
+  // row with the NaN scale, the x rows holding Inf/NaN. -1: none.
+  int64_t special_b = -1, special_n = -1;
+  std::vector<int64_t> special_rows;
+  bool IsSpecialOutput(int64_t b, int64_t m, int64_t n) const {
+    if (b != special_b) return false;
+    if (n == special_n) return true;
+    for (int64_t r : special_rows)
+      if (r == m) return true;
+    return false;
+  }
 
   // INVALID_ARGUMENT for invalid shapes; RESOURCE_EXHAUSTED past max_bytes.
   static absl::StatusOr<CaseData> Build(const CaseSpec& spec, int64_t max_bytes = int64_t{8} << 30);

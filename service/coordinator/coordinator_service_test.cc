@@ -44,6 +44,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     v1::JobSpec s;
     s.set_name("test-job");
     s.add_presets("dsv3-tp8");
+    s.set_no_layout_probes(true);
     for (int i = 0; i < ms; ++i) s.add_m_values(1 + i);
     return s;
   }
@@ -393,6 +394,7 @@ v1::SubmitJobRequest LimitJob(const std::string& request_id) {
   v1::SubmitJobRequest req;
   req.set_request_id(request_id);
   req.mutable_spec()->add_presets("dsv3-tp8");
+  req.mutable_spec()->set_no_layout_probes(true);
   req.mutable_spec()->add_m_values(1);
   return req;
 }

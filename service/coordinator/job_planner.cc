@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "absl/strings/str_format.h"
 #include "common/inputs.h"
 #include "absl/strings/str_join.h"
@@ -143,7 +144,24 @@ absl::StatusOr<std::optional<PythonSide>> ResolvePythonSide(v1::KernelRef* ref, 
 // Whether a Python side's kernel runs on `arch` with `acts`.
 // What a registered shared object declares of one kernel (declared_json).
 struct DeclaredKernel {
+  std::string library, name;
   std::vector<std::string> archs, activations;
+  std::vector<v1::TileConfig> configs;  // empty: none declared (any config)
+
+  // Whether `c` is one of the declared configs (num_stages and num_warps
+  // compared only where both sides give them).
+  bool Declares(const v1::TileConfig& c) const {
+    if (configs.empty()) return true;
+    for (const v1::TileConfig& d : configs) {
+      if (d.block_m() == c.block_m() && d.block_n() == c.block_n() && d.block_k() == c.block_k() &&
+          std::max(1, d.ksplit()) == std::max(1, c.ksplit()) &&
+          (d.num_stages() == 0 || c.num_stages() == 0 || d.num_stages() == c.num_stages()) &&
+          (d.num_warps() == 0 || c.num_warps() == 0 || d.num_warps() == c.num_warps())) {
+        return true;
+      }
+    }
+    return false;
+  }
 };
 
 // The declared kernel a side names (or the library's only kernel, filled
@@ -168,15 +186,50 @@ absl::StatusOr<std::optional<DeclaredKernel>> ResolveDeclaredSide(v1::KernelRef*
   for (const auto& k : d["kernels"]) {
     if (!k.is_object() || k.value("name", "") != ref->kernel()) continue;
     DeclaredKernel out;
+    out.library = ref->library();
+    out.name = ref->kernel();
     for (const char* key : {"archs", "activations"}) {
       if (!k.contains(key) || !k[key].is_array()) continue;
       for (const auto& v : k[key])
         if (v.is_string()) (std::string(key) == "archs" ? out.archs : out.activations).push_back(v.get<std::string>());
     }
+    if (k.contains("configs") && k["configs"].is_array()) {
+      for (const auto& c : k["configs"]) {
+        if (!c.is_object()) continue;
+        v1::TileConfig t;
+        const auto num = [&](const char* key) { return c.contains(key) && c[key].is_number_integer() ? c[key].get<int32_t>() : 0; };
+        t.set_block_m(num("BLOCK_SIZE_M"));
+        t.set_block_n(num("BLOCK_SIZE_N"));
+        t.set_block_k(num("BLOCK_SIZE_K"));
+        t.set_ksplit(num("NUM_KSPLIT"));
+        t.set_num_stages(num("num_stages"));
+        t.set_num_warps(num("num_warps"));
+        out.configs.push_back(t);
+      }
+    }
     return out;
   }
   return Bad(field + ".kernel", absl::StrCat("library '", ref->library(), "' has no kernel '", ref->kernel(),
                                              "' (it declares ", absl::StrJoin(names, ", "), ")"));
+}
+
+// A side whose library declares its configs: a config the job gives it
+// (`field`: its table or override) must be one of them, else
+// INVALID_ARGUMENT naming the field. A built-in table's entry (`field`
+// empty) it does not declare is cleared, and the worker runs the
+// library's own first config that can_implement accepts.
+absl::Status FitDeclaredConfigs(const std::optional<DeclaredKernel>& d, const std::string& field, v1::TileConfig* c,
+                                std::string* json, std::string* entry) {
+  if (!d || d->Declares(*c)) return absl::OkStatus();
+  if (!field.empty()) {
+    return Bad(field, absl::StrCat("entry '", *entry, "' gives ", d->library, "/", d->name, " config ", ConfigKey(*c),
+                                   " (block_m.block_n.block_k.ksplit.stages.warps), which is not among the ",
+                                   d->configs.size(), " configs the library declares"));
+  }
+  c->Clear();
+  json->clear();
+  *entry = absl::StrCat("own configs of ", d->library);
+  return absl::OkStatus();
 }
 
 // A side's kernel must run on the arch and take the activation mode.
@@ -215,10 +268,16 @@ std::string ConfigKeyWithExtras(const v1::TileConfig& c, const std::string& json
   return extras.empty() ? ConfigKey(c) : absl::StrCat(ConfigKey(c), "{", json, "}");
 }
 
+// Elements per row of x's storage: K-strided rows are twice as wide.
+double XPitch(const v1::Shape& s) {
+  return static_cast<double>((s.x_layout() == v1::X_LAYOUT_K_STRIDED ? 2 : 1) * s.k() +
+                             (s.strided_x() ? s.x_pitch_extra() : 0));
+}
+
 // Estimated host bytes for one task (x f32 + bf16 with guards, weights,
 // kernel output, reference and comparison copies).
 int64_t TaskBytes(const v1::Shape& s, int64_t M) {
-  const double pitch = static_cast<double>(s.k() + (s.strided_x() ? s.x_pitch_extra() : 0));
+  const double pitch = XPitch(s);
   const double bytes = s.b() * (M + 3) * pitch * 6.0 + s.b() * s.n() * (s.k() / 2.0 + s.k() / 32.0 + 18) +
                        static_cast<double>(s.b()) * M * s.n() * 14.0;
   return bytes > 9e18 ? INT64_MAX : static_cast<int64_t>(bytes);
@@ -226,7 +285,7 @@ int64_t TaskBytes(const v1::Shape& s, int64_t M) {
 
 // The largest tensor of a task, in elements: x (with its pitch), w, y.
 int64_t LargestTensor(const v1::Shape& s, int64_t M) {
-  const double pitch = static_cast<double>(s.k() + (s.strided_x() ? s.x_pitch_extra() : 0));
+  const double pitch = XPitch(s);
   const double e = std::max({s.b() * M * pitch, static_cast<double>(s.b()) * s.n() * s.k(),
                              static_cast<double>(s.b()) * M * s.n()});
   return e > 9e18 ? INT64_MAX : static_cast<int64_t>(e);
@@ -235,7 +294,7 @@ int64_t LargestTensor(const v1::Shape& s, int64_t M) {
 // Estimated device bytes of a GPU task: bf16 x with guards, packed w and
 // scales, bf16 y, and an FP32 split-K workspace of the larger ksplit.
 int64_t DeviceBytes(const v1::Shape& s, int64_t M, int64_t ksplit) {
-  const double pitch = static_cast<double>(s.k() + (s.strided_x() ? s.x_pitch_extra() : 0));
+  const double pitch = XPitch(s);
   const double bytes = s.b() * (M + 3) * pitch * 2.0 + s.b() * s.n() * (s.k() / 2.0 + s.k() / 32.0) +
                        static_cast<double>(s.b()) * M * s.n() * 2.0 +
                        (ksplit > 1 ? static_cast<double>(s.b()) * M * s.n() * 4.0 * ksplit : 0.0);
@@ -268,8 +327,13 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
     }
     if (!v1::OutputLayout_IsValid(s.layout())) return Bad(f + ".layout", "unknown layout");
     if (s.x_pitch_extra() < 0 || s.x_pitch_extra() > (1 << 16)) return Bad(f + ".x_pitch_extra", "must be in [0, 65536]");
+    if (!v1::XLayout_IsValid(s.x_layout())) return Bad(f + ".x_layout", "unknown value");
+    if (s.x_layout() == v1::X_LAYOUT_M_MAJOR && s.strided_x()) {
+      return Bad(f + ".x_layout", "X_LAYOUT_M_MAJOR stores x (B, K, M): it has no row pitch, so not with strided_x");
+    }
     shapes.push_back(s);
   }
+  std::set<size_t> preset_shapes;  // indices into `shapes`
   for (int i = 0; i < spec.presets_size(); ++i) {
     auto preset = ShapePreset(spec.presets(i));
     if (!preset.ok()) return Bad(absl::StrCat("spec.presets[", i, "]"), std::string(preset.status().message()));
@@ -282,6 +346,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
       s.set_layout(p.layout == OutputLayout::kHeadMajor ? v1::OUTPUT_LAYOUT_HEAD_MAJOR : v1::OUTPUT_LAYOUT_BATCH_MAJOR);
       s.set_strided_x(p.strided_x);
       s.set_x_pitch_extra(p.x_pitch_extra);
+      preset_shapes.insert(shapes.size());
       shapes.push_back(s);
     }
   }
@@ -313,6 +378,10 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
   if (inputs.w_generator().empty()) inputs.set_w_generator("normal");
   if (inputs.w_scale_rule().empty()) inputs.set_w_scale_rule("even");
   if (inputs.seed() == 0) inputs.set_seed(1);
+  if (inputs.special_values().empty()) inputs.set_special_values("mixed");
+  if (auto v = ParseSpecialValues(inputs.special_values()); !v.ok()) {
+    return Bad("spec.inputs.special_values", std::string(v.status().message()));
+  }
   if (auto g = ParseActivationGenerator(inputs.x_generator()); !g.ok()) return Bad("spec.inputs.x_generator", std::string(g.status().message()));
   if (auto g = ParseGenerator(inputs.w_generator()); !g.ok()) return Bad("spec.inputs.w_generator", std::string(g.status().message()));
   if (auto r = mxfp4::ParseScaleRule(inputs.w_scale_rule()); !r.ok()) {
@@ -402,8 +471,26 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
     }
   }
 
+  // Layout probes: each preset shape once more at the smallest M, with x
+  // K-strided (see JobSpec.no_layout_probes).
+  std::vector<v1::Shape> probes;
+  if (!spec.no_layout_probes()) {
+    for (const v1::Shape& s : shapes)
+      if (s.x_layout() == v1::X_LAYOUT_UNSPECIFIED && preset_shapes.count(&s - shapes.data())) {
+        probes.push_back(s);
+        probes.back().set_x_layout(v1::X_LAYOUT_K_STRIDED);
+      }
+  }
+  const int64_t probe_m = *std::min_element(spec.m_values().begin(), spec.m_values().end());
+
+  // Whether a side's configs come from the job (its own table, or the
+  // baseline table the candidate shares) rather than the built-in table.
+  const bool base_explicit = !spec.baseline_table().json().empty();
+  const bool cand_explicit = !spec.candidate_table().json().empty() || (base_explicit && !cand_table);
+
   // Expansion.
-  const int64_t total = static_cast<int64_t>(archs.size()) * shapes.size() * spec.m_values_size();
+  const int64_t total =
+      static_cast<int64_t>(archs.size()) * (shapes.size() * spec.m_values_size() + probes.size());
   if (total > o.max_tasks_per_job) {
     return absl::ResourceExhaustedError(absl::StrCat("spec: expands to ", total, " tasks, over the limit of ",
                                                      o.max_tasks_per_job, " per job"));
@@ -422,79 +509,97 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
     }
     const ConfigTable& bt = base_table ? *base_table : *builtin;
     const ConfigTable& ct = cand_table ? *cand_table : bt;
-    for (size_t si = 0; si < shapes.size(); ++si) {
-      const v1::Shape& s = shapes[si];
-      for (int mi = 0; mi < spec.m_values_size(); ++mi) {
-        const int64_t M = spec.m_values(mi);
-        if (TaskBytes(s, M) > o.max_task_bytes) {
-          return Bad(absl::StrCat("spec.shapes[", si, "] at m_values[", mi, "]"),
-                     absl::StrCat("B=", s.b(), " M=", M, " N=", s.n(), " K=", s.k(), " needs about ",
-                                  TaskBytes(s, M) >> 20, " MiB per task, over the cap of ", o.max_task_bytes >> 20,
-                                  " MiB"));
-        }
-        if (LargestTensor(s, M) > o.max_tensor_elements) {
-          return Bad(absl::StrCat("spec.shapes[", si, "] at m_values[", mi, "]"),
-                     absl::StrCat("B=", s.b(), " M=", M, " N=", s.n(), " K=", s.k(), " has a tensor of ",
-                                  LargestTensor(s, M), " elements, over the cap of ", o.max_tensor_elements));
-        }
-        PlannedTask t;
-        v1::TaskSpec& ts = t.spec;
-        *ts.mutable_shape() = s;
-        ts.set_m(M);
-        ts.set_arch(arch);
-        ts.set_activations(acts);
-        ts.set_launch(launch);
-        ts.set_candidate_launch(cand_launch);
-        *ts.mutable_inputs() = inputs;
-        *ts.mutable_tolerance() = tol;
-        ts.set_repetitions(reps);
-        auto be = bt.Lookup(OpName(s.op()), M, s.n(), s.k());
-        if (!be.ok()) return Bad("spec.baseline_table", std::string(be.status().message()));
-        v1::KernelRef bk = *base_ref;
-        if (bk.library().empty()) bk.set_library(DefaultLibrary(arch));
-        if (bk.kernel().empty()) bk.set_kernel(be->kernel);
-        *ts.mutable_baseline_kernel() = bk;
-        *ts.mutable_baseline_config() = ToProto(be->config);
-        ts.set_baseline_config_json(be->config.json);
-        ts.set_baseline_entry(be->name);
-        v1::KernelRef ck = *cand_ref;
-        if (ck.library().empty()) ck.set_library(DefaultLibrary(arch));
-        if (spec.has_candidate_override()) {
-          if (ck.kernel().empty()) ck.set_kernel(be->kernel);
-          *ts.mutable_candidate_config() = spec.candidate_override();
-          ts.set_candidate_entry("override");
-        } else {
-          auto ce = ct.Lookup(OpName(s.op()), M, s.n(), s.k());
-          if (!ce.ok()) return Bad("spec.candidate_table", std::string(ce.status().message()));
-          if (ck.kernel().empty()) ck.set_kernel(ce->kernel);
-          *ts.mutable_candidate_config() = ToProto(ce->config);
-          ts.set_candidate_config_json(ce->config.json);
-          ts.set_candidate_entry(ce->name);
-        }
-        *ts.mutable_candidate_kernel() = ck;
-        if (arch != "cpu") {
-          const int64_t ksplit = std::max(ts.baseline_config().ksplit(), ts.candidate_config().ksplit());
-          if (DeviceBytes(s, M, ksplit) > o.max_device_bytes_per_task) {
-            return Bad(absl::StrCat("spec.shapes[", si, "] at m_values[", mi, "]"),
-                       absl::StrCat("B=", s.b(), " M=", M, " N=", s.n(), " K=", s.k(), " KSPLIT=", ksplit,
-                                    " needs about ", DeviceBytes(s, M, ksplit) >> 20,
-                                    " MiB of device memory per task on ", arch, ", over the cap of ",
-                                    o.max_device_bytes_per_task >> 20, " MiB"));
-          }
-        }
-        t.dedup_key = StableHash(absl::StrCat(
-            arch, "|", OpName(s.op()), "|", s.b(), "|", M, "|", s.n(), "|", s.k(), "|", s.layout(), "|", s.strided_x(),
-            "|", s.x_pitch_extra(), "|", acts, "|", inputs.x_generator(), "|", inputs.w_generator(), "|",
-            inputs.w_scale_rule(), "|", inputs.seed(), "|", tol.atol(), "|", tol.rtol(), "|", tol.max_mismatch_fraction(),
-            "|", reps, "|", bk.library(), "/", bk.kernel(), "@", bk.build_id(), "#", bk.sha256(), "|", ConfigKeyWithExtras(ts.baseline_config(), ts.baseline_config_json()), "|",
-            ck.library(), "/", ck.kernel(), "@", ck.build_id(), "#", ck.sha256(), "|", ConfigKeyWithExtras(ts.candidate_config(), ts.candidate_config_json()),
-            // Plain launches keep the keys they had before launch modes existed.
-            launch == v1::LAUNCH_MODE_PDL ? "|launch=pdl" : "",
-            cand_launch != launch ? absl::StrCat("|candidate_launch=", cand_launch == v1::LAUNCH_MODE_PDL ? "pdl" : "plain")
-                                  : "",
-            base_py->has_value() || cand_py->has_value() ? absl::StrCat("|python=", PoolOf(python_pools, arch)) : ""));
-        plan.tasks.push_back(std::move(t));
+    // One task of shape `s` at M; `where` names the shape and M in errors.
+    auto plan_task = [&](const v1::Shape& s, int64_t M, const std::string& where) -> absl::Status {
+      if (TaskBytes(s, M) > o.max_task_bytes) {
+        return Bad(where,
+                   absl::StrCat("B=", s.b(), " M=", M, " N=", s.n(), " K=", s.k(), " needs about ",
+                                TaskBytes(s, M) >> 20, " MiB per task, over the cap of ", o.max_task_bytes >> 20,
+                                " MiB"));
       }
+      if (LargestTensor(s, M) > o.max_tensor_elements) {
+        return Bad(where,
+                   absl::StrCat("B=", s.b(), " M=", M, " N=", s.n(), " K=", s.k(), " has a tensor of ",
+                                LargestTensor(s, M), " elements, over the cap of ", o.max_tensor_elements));
+      }
+      PlannedTask t;
+      v1::TaskSpec& ts = t.spec;
+      *ts.mutable_shape() = s;
+      ts.set_m(M);
+      ts.set_arch(arch);
+      ts.set_activations(acts);
+      ts.set_launch(launch);
+      ts.set_candidate_launch(cand_launch);
+      *ts.mutable_inputs() = inputs;
+      *ts.mutable_tolerance() = tol;
+      ts.set_repetitions(reps);
+      auto be = bt.Lookup(OpName(s.op()), M, s.n(), s.k());
+      if (!be.ok()) return Bad("spec.baseline_table", std::string(be.status().message()));
+      v1::KernelRef bk = *base_ref;
+      if (bk.library().empty()) bk.set_library(DefaultLibrary(arch));
+      if (bk.kernel().empty()) bk.set_kernel(be->kernel);
+      *ts.mutable_baseline_kernel() = bk;
+      *ts.mutable_baseline_config() = ToProto(be->config);
+      ts.set_baseline_config_json(be->config.json);
+      ts.set_baseline_entry(be->name);
+      v1::KernelRef ck = *cand_ref;
+      if (ck.library().empty()) ck.set_library(DefaultLibrary(arch));
+      if (spec.has_candidate_override()) {
+        if (ck.kernel().empty()) ck.set_kernel(be->kernel);
+        *ts.mutable_candidate_config() = spec.candidate_override();
+        ts.set_candidate_entry("override");
+      } else {
+        auto ce = ct.Lookup(OpName(s.op()), M, s.n(), s.k());
+        if (!ce.ok()) return Bad("spec.candidate_table", std::string(ce.status().message()));
+        if (ck.kernel().empty()) ck.set_kernel(ce->kernel);
+        *ts.mutable_candidate_config() = ToProto(ce->config);
+        ts.set_candidate_config_json(ce->config.json);
+        ts.set_candidate_entry(ce->name);
+      }
+      *ts.mutable_candidate_kernel() = ck;
+      MXVAL_RETURN_IF_ERROR(FitDeclaredConfigs(*base_decl, base_explicit ? "spec.baseline_table" : "",
+                                               ts.mutable_baseline_config(), ts.mutable_baseline_config_json(),
+                                               ts.mutable_baseline_entry()));
+      MXVAL_RETURN_IF_ERROR(FitDeclaredConfigs(*cand_decl,
+                                               spec.has_candidate_override() ? "spec.candidate_override"
+                                               : cand_explicit               ? "spec.candidate_table"
+                                                                             : "",
+                                               ts.mutable_candidate_config(), ts.mutable_candidate_config_json(),
+                                               ts.mutable_candidate_entry()));
+      if (arch != "cpu") {
+        const int64_t ksplit = std::max(ts.baseline_config().ksplit(), ts.candidate_config().ksplit());
+        if (DeviceBytes(s, M, ksplit) > o.max_device_bytes_per_task) {
+          return Bad(where,
+                     absl::StrCat("B=", s.b(), " M=", M, " N=", s.n(), " K=", s.k(), " KSPLIT=", ksplit,
+                                  " needs about ", DeviceBytes(s, M, ksplit) >> 20,
+                                  " MiB of device memory per task on ", arch, ", over the cap of ",
+                                  o.max_device_bytes_per_task >> 20, " MiB"));
+        }
+      }
+      t.dedup_key = StableHash(absl::StrCat(
+          arch, "|", OpName(s.op()), "|", s.b(), "|", M, "|", s.n(), "|", s.k(), "|", s.layout(), "|", s.strided_x(),
+          "|", s.x_pitch_extra(), "|", acts, "|", inputs.x_generator(), "|", inputs.w_generator(), "|",
+          inputs.w_scale_rule(), "|", inputs.seed(), "|", tol.atol(), "|", tol.rtol(), "|", tol.max_mismatch_fraction(),
+          "|", reps, "|", bk.library(), "/", bk.kernel(), "@", bk.build_id(), "#", bk.sha256(), "|", ConfigKeyWithExtras(ts.baseline_config(), ts.baseline_config_json()), "|",
+          ck.library(), "/", ck.kernel(), "@", ck.build_id(), "#", ck.sha256(), "|", ConfigKeyWithExtras(ts.candidate_config(), ts.candidate_config_json()),
+          // Plain launches keep the keys they had before launch modes existed.
+          launch == v1::LAUNCH_MODE_PDL ? "|launch=pdl" : "",
+          cand_launch != launch ? absl::StrCat("|candidate_launch=", cand_launch == v1::LAUNCH_MODE_PDL ? "pdl" : "plain")
+                                : "",
+          base_py->has_value() || cand_py->has_value() ? absl::StrCat("|python=", PoolOf(python_pools, arch)) : "",
+          s.x_layout() != v1::X_LAYOUT_UNSPECIFIED ? absl::StrCat("|x_layout=", s.x_layout()) : "",
+          inputs.special_values() != "none" ? absl::StrCat("|specials=", inputs.special_values()) : ""));
+      plan.tasks.push_back(std::move(t));
+      return absl::OkStatus();
+    };
+    for (size_t si = 0; si < shapes.size(); ++si)
+      for (int mi = 0; mi < spec.m_values_size(); ++mi) {
+        MXVAL_RETURN_IF_ERROR(plan_task(shapes[si], spec.m_values(mi),
+                                        absl::StrCat("spec.shapes[", si, "] at m_values[", mi, "]")));
+      }
+    for (const v1::Shape& p : probes) {
+      MXVAL_RETURN_IF_ERROR(plan_task(p, probe_m, absl::StrCat("the K-strided probe of ", OpName(p.op()), " B=", p.b(),
+                                                            " N=", p.n(), " K=", p.k(), " at M=", probe_m)));
     }
   }
   return plan;

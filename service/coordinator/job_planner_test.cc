@@ -13,6 +13,7 @@ v1::JobSpec GoodSpec() {
   s.set_name("glm5 retune");
   s.add_presets("glm5-tp4");
   for (int64_t m : {1, 64, 1024}) s.add_m_values(m);
+  s.set_no_layout_probes(true);  // probes: PresetsAddLayoutProbesAndSpecialValues
   return s;
 }
 
@@ -250,6 +251,119 @@ TEST(JobPlanner, DeclaredKernelsArePlannedAgainst) {
   s.clear_target_archs();
   s.add_target_archs("sm_90a");
   EXPECT_NE(PlanJob(s, o, libs).status().message().find("spec.target_archs[0]"), std::string::npos);
+}
+
+// The default sweeps check the ABI's promises too: each preset shape once
+// more at the smallest M with x_stride_k = 2, and special values in every
+// task's inputs unless the job opts out.
+TEST(JobPlanner, PresetsAddLayoutProbesAndSpecialValues) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  v1::JobSpec s = GoodSpec();
+  s.set_no_layout_probes(false);
+  s.clear_m_values();
+  for (int64_t m : {64, 4, 1024}) s.add_m_values(m);
+  auto plan = PlanJob(s, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->tasks.size(), 8u);  // (kup, vup) x 3 M, then a K-strided probe of each at M = 4
+  std::set<std::string> keys;
+  for (size_t i = 0; i < plan->tasks.size(); ++i) {
+    const v1::TaskSpec& t = plan->tasks[i].spec;
+    keys.insert(plan->tasks[i].dedup_key);
+    EXPECT_EQ(t.inputs().special_values(), "mixed");
+    EXPECT_EQ(t.shape().x_layout(), i < 6 ? v1::X_LAYOUT_UNSPECIFIED : v1::X_LAYOUT_K_STRIDED) << i;
+    if (i >= 6) {
+      EXPECT_EQ(t.m(), 4);
+    }
+  }
+  EXPECT_EQ(keys.size(), 8u);
+  EXPECT_TRUE(plan->tasks[6].spec.shape().strided_x()) << "the kup probe keeps its row pitch";
+  EXPECT_EQ(plan->tasks[7].spec.shape().op(), v1::OP_VUP);
+
+  s.set_no_layout_probes(true);
+  s.mutable_inputs()->set_special_values("none");
+  auto plain = PlanJob(s, o);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_EQ(plain->tasks.size(), 6u);
+  EXPECT_EQ(plain->tasks[0].spec.inputs().special_values(), "none");
+  EXPECT_NE(plain->tasks[0].dedup_key, plan->tasks[0].dedup_key);
+
+  // Explicit shapes get no probes; their own x layout is kept and validated.
+  v1::JobSpec e;
+  e.add_m_values(8);
+  v1::Shape* sh = e.add_shapes();
+  sh->set_op(v1::OP_VUP), sh->set_b(2), sh->set_n(64), sh->set_k(256);
+  sh->set_x_layout(v1::X_LAYOUT_M_MAJOR);
+  auto one = PlanJob(e, o);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->tasks.size(), 1u);
+  EXPECT_EQ(one->tasks[0].spec.shape().x_layout(), v1::X_LAYOUT_M_MAJOR);
+  sh->set_strided_x(true);
+  ExpectInvalid(e, "spec.shapes[0].x_layout", o);
+  sh->set_strided_x(false);
+  sh->set_x_layout(static_cast<v1::XLayout>(9));
+  ExpectInvalid(e, "spec.shapes[0].x_layout", o);
+  sh->set_x_layout(v1::X_LAYOUT_K_STRIDED);
+  e.mutable_inputs()->set_special_values("some");
+  ExpectInvalid(e, "spec.inputs.special_values", o);
+}
+
+// A library that declares its configs runs with them: a job's table entry
+// it does not declare is refused at submit naming the table; a built-in
+// table's entry it does not declare is left to the worker, which runs the
+// library's own first config that can_implement accepts.
+TEST(JobPlanner, DeclaredConfigsAreHonoured) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  LibraryMap libs = Registered("pr-1234-kernels", "abc123", std::string(64, 'a'));
+  libs["pr-1234-kernels"].set_declared_json(R"({"build_id": "abc123", "kernels": [{"name": "my_gemm", "archs": ["cpu"],
+      "activations": ["bf16"], "configs": [{"BLOCK_SIZE_M": 12, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64,
+      "NUM_KSPLIT": 1, "num_stages": 2, "num_warps": 4}]}]})");
+  v1::JobSpec s = GoodSpec();
+  s.set_no_layout_probes(true);
+  s.mutable_candidate_kernel()->set_library("pr-1234-kernels");
+  s.mutable_candidate_kernel()->set_build_id("abc123");
+  auto plan = PlanJob(s, o, libs);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // kup M=1 uses BM12 BN64 BK64 KS1 in the built-in table: declared, kept.
+  const v1::TaskSpec& kup1 = plan->tasks[0].spec;
+  EXPECT_EQ(kup1.candidate_config().block_m(), 12);
+  EXPECT_EQ(kup1.candidate_entry(), "kup/N=512,K=192/M_LEQ_16");
+  // vup M=1 (BM6 BN32 BK256 KS2): not declared, the library's own.
+  const v1::TaskSpec& vup1 = plan->tasks[3].spec;
+  EXPECT_EQ(vup1.candidate_config().block_m(), 0);
+  EXPECT_EQ(vup1.candidate_entry(), "own configs of pr-1234-kernels");
+  EXPECT_EQ(vup1.baseline_config().block_m(), 6) << "the built-in side keeps its table";
+  // A job's own table or override must stay within what it declares.
+  s.mutable_candidate_override()->set_block_m(16);
+  s.mutable_candidate_override()->set_block_n(64);
+  s.mutable_candidate_override()->set_block_k(64);
+  s.mutable_candidate_override()->set_ksplit(1);
+  auto bad = PlanJob(s, o, libs);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_EQ(bad.status().message().rfind("spec.candidate_override", 0), 0u) << bad.status();
+  s.clear_candidate_override();
+  s.mutable_candidate_table()->set_json(R"({"M_LEQ_16": {"BLOCK_SIZE_M": 12, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64,
+      "NUM_KSPLIT": 1}, "any": {"BLOCK_SIZE_M": 96, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "NUM_KSPLIT": 1}})");
+  bad = PlanJob(s, o, libs);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_EQ(bad.status().message().rfind("spec.candidate_table", 0), 0u) << bad.status();
+  EXPECT_NE(bad.status().message().find("entry 'any'"), std::string::npos) << "M=64 falls to 'any': " << bad.status();
+}
+
+// NUM_KSPLIT past the number of K blocks is lowered at lookup, as AITER's
+// get_splitk does, so a default bucket's split-K serves a small K.
+TEST(JobPlanner, SplitKFitsSmallK) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  v1::JobSpec e;
+  e.add_m_values(1);
+  v1::Shape* sh = e.add_shapes();
+  sh->set_op(v1::OP_VUP), sh->set_b(2), sh->set_n(64), sh->set_k(192);
+  auto plan = PlanJob(e, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->tasks[0].spec.baseline_entry(), "vup/default/M_LEQ_4");
+  EXPECT_EQ(plan->tasks[0].spec.baseline_config().block_k(), 256);
+  EXPECT_EQ(plan->tasks[0].spec.baseline_config().ksplit(), 1);
+  sh->set_k(512);
+  EXPECT_EQ(PlanJob(e, o)->tasks[0].spec.baseline_config().ksplit(), 2);
 }
 
 TEST(JobPlanner, RejectsBadSpecsNamingTheField) {

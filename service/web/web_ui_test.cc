@@ -21,6 +21,7 @@ class WebUiTest : public ::testing::Test {
     v1::SubmitJobRequest req;
     req.mutable_spec()->set_name(name);
     req.mutable_spec()->add_presets("dsv3-tp8");
+    req.mutable_spec()->set_no_layout_probes(true);
     req.mutable_spec()->add_m_values(1);
     v1::SubmitJobResponse resp;
     grpc::ServerContext ctx;

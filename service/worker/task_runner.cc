@@ -241,6 +241,20 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
   }
   TileConfig tile = FromProto(config);
   tile.json = config_json;
+  if (config.block_m() == 0 && config_json.empty()) {
+    // No table gave this side a config (the planner leaves it unset for a
+    // library whose declared configs the table's entry is not among): the
+    // library's own first config that accepts the case.
+    alignas(256) static uint16_t no_y[8];  // can_implement only looks at pointers, never writes
+    const mxval_gemm_args probe = AbiArgsFor(data, data.x_bf16.data(), data.packed.data(), data.scales.data(), no_y,
+                                             nullptr, 0, nullptr);
+    auto chosen = FirstAcceptedConfig(**kernel, probe);
+    if (!chosen.ok()) return SetError(out, chosen.status().message());
+    tile = *chosen;
+    v1::TileConfig* c = out->mutable_config();
+    c->set_block_m(tile.block_m), c->set_block_n(tile.block_n), c->set_block_k(tile.block_k);
+    c->set_ksplit(tile.ksplit), c->set_num_stages(tile.num_stages), c->set_num_warps(tile.num_warps);
+  }
   const int32_t kdev = (*kernel)->device;
   v1::Timing* t = out->mutable_timing();
   if (kdev == MXVAL_DEVICE_CPU) {
@@ -433,6 +447,9 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
   spec.layout = sh.layout() == v1::OUTPUT_LAYOUT_BATCH_MAJOR ? OutputLayout::kBatchMajor : OutputLayout::kHeadMajor;
   spec.strided_x = sh.strided_x();
   spec.x_pitch_extra = sh.x_pitch_extra();
+  spec.x_layout = sh.x_layout() == v1::X_LAYOUT_K_STRIDED ? XLayout::kKStrided
+                  : sh.x_layout() == v1::X_LAYOUT_M_MAJOR ? XLayout::kMMajor
+                                                          : XLayout::kKContiguous;
   spec.activations = task.activations() == v1::ACTIVATIONS_MXFP4_EVEN ? ActivationMode::kMxfp4Even : ActivationMode::kBf16;
   auto xg = ParseActivationGenerator(task.inputs().x_generator().empty() ? "normal" : task.inputs().x_generator());
   if (!xg.ok()) return absl::InvalidArgumentError(absl::StrCat("task.inputs.x_generator: ", xg.status().message()));
@@ -440,6 +457,12 @@ absl::StatusOr<v1::TaskResult> RunTask(const v1::TaskSpec& task, KernelResolver&
   if (!wg.ok()) return absl::InvalidArgumentError(absl::StrCat("task.inputs.w_generator: ", wg.status().message()));
   auto rule = mxfp4::ParseScaleRule(task.inputs().w_scale_rule().empty() ? "even" : task.inputs().w_scale_rule());
   if (!rule.ok()) return absl::InvalidArgumentError(absl::StrCat("task.inputs.w_scale_rule: ", rule.status().message()));
+  // Empty: a task planned before special values existed.
+  auto specials = ParseSpecialValues(task.inputs().special_values().empty() ? "none" : task.inputs().special_values());
+  if (!specials.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("task.inputs.special_values: ", specials.status().message()));
+  }
+  spec.specials = *specials;
   spec.x_gen = *xg;
   spec.w_gen = *wg;
   spec.w_rule = *rule;

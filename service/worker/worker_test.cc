@@ -57,6 +57,7 @@ class WorkerTest : public ::testing::Test {
   std::string Submit(bool crash_candidate, int ms) {
     v1::SubmitJobRequest req;
     req.mutable_spec()->add_presets("dsv3-tp8");
+    req.mutable_spec()->set_no_layout_probes(true);
     for (int m = 1; m <= ms; ++m) req.mutable_spec()->add_m_values(m);
     req.mutable_spec()->set_repetitions(1);
     if (crash_candidate) {

@@ -11,7 +11,11 @@
  * -DMXVAL_EXAMPLE_Y_OVERRUN (writes one element past the end of y),
  * -DMXVAL_EXAMPLE_Y_UNDERRUN (one element before y), -DMXVAL_EXAMPLE_WS_UNINIT
  * (accumulates into its workspace as if it were zeroed on entry) and
- * -DMXVAL_EXAMPLE_WS_OVERRUN (writes past the end of its workspace).
+ * -DMXVAL_EXAMPLE_WS_OVERRUN (writes past the end of its workspace),
+ * -DMXVAL_EXAMPLE_DENSE_X (reads x as if x_stride_k were 1),
+ * -DMXVAL_EXAMPLE_NAN_SCALE (reads the NaN scale 0xFF as the largest scale, 2^127) and
+ * -DMXVAL_EXAMPLE_DECLINE_STRIDED (declines x_stride_k != 1 in can_implement
+ * and computes garbage if run anyway: the harness must ask first).
  */
 #include <math.h>
 #include <signal.h>
@@ -42,7 +46,12 @@ static float e2m1(unsigned code) {
   return (code & 8u) ? -mag[code & 7u] : mag[code & 7u];
 }
 
+#ifdef MXVAL_EXAMPLE_NAN_SCALE
+/* The bug: the exponent clamped to the largest finite scale, so 0xFF reads as 2^127, not NaN. */
+static float e8m0(uint8_t s) { return ldexpf(1.0f, (s > 254 ? 254 : (int)s) - 127); }
+#else
 static float e8m0(uint8_t s) { return s == 0xFF ? NAN : ldexpf(1.0f, (int)s - 127); }
+#endif
 
 static int32_t can_implement(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
   (void)c;
@@ -54,6 +63,12 @@ static int32_t can_implement(const mxval_gemm_args* a, const mxval_tile_config* 
     snprintf(err, len, "K must be a multiple of 32");
     return 1;
   }
+#ifdef MXVAL_EXAMPLE_DECLINE_STRIDED
+  if (a->x_stride_k != 1) {
+    snprintf(err, len, "example_naive (this build) needs x_stride_k == 1, got %lld", (long long)a->x_stride_k);
+    return 1;
+  }
+#endif
   return 0;
 }
 
@@ -85,7 +100,14 @@ static int first_time(const char* what) {
 #endif
 
 static int32_t run(const mxval_gemm_args* a, const mxval_tile_config* c, char* err, size_t len) {
+#if defined(MXVAL_EXAMPLE_DENSE_X) || defined(MXVAL_EXAMPLE_DECLINE_STRIDED)
+  const int64_t x_stride_k = 1; /* the bug (or, declined, what a caller that never asked would get) */
+#else
+  const int64_t x_stride_k = a->x_stride_k;
+#endif
+#ifndef MXVAL_EXAMPLE_DECLINE_STRIDED
   if (can_implement(a, c, err, len) != 0) return 1;
+#endif
   float out_scale = 1.0f;
 #ifdef MXVAL_EXAMPLE_WRONG
   out_scale = 2.0f;
@@ -114,10 +136,21 @@ static int32_t run(const mxval_gemm_args* a, const mxval_tile_config* c, char* e
         const uint8_t* wp = a->w_packed + b * a->w_packed_stride_b + n * a->w_packed_stride_n;
         const uint8_t* ws = a->w_scales + b * a->w_scales_stride_b + n * a->w_scales_stride_n;
         float acc = 0.0f;
+#ifdef MXVAL_EXAMPLE_NAN_SCALE
+        /* Scaled per 32-group after its dot, as fast kernels do: with the
+         * clamped decode a NaN-scale group gives +-Inf or a huge finite value. */
+        float part = 0.0f;
         for (int64_t k = 0; k < k_end; ++k) {
           const unsigned code = (k & 1) ? (wp[k / 2] >> 4) : (wp[k / 2] & 15u);
-          acc += bf16_to_float(x[b * a->x_stride_b + m * a->x_stride_m + k * a->x_stride_k]) * e2m1(code) * e8m0(ws[k / 32]);
+          part += bf16_to_float(x[b * a->x_stride_b + m * a->x_stride_m + k * x_stride_k]) * e2m1(code);
+          if (k % 32 == 31) acc += part * e8m0(ws[k / 32]), part = 0.0f;
         }
+#else
+        for (int64_t k = 0; k < k_end; ++k) {
+          const unsigned code = (k & 1) ? (wp[k / 2] >> 4) : (wp[k / 2] & 15u);
+          acc += bf16_to_float(x[b * a->x_stride_b + m * a->x_stride_m + k * x_stride_k]) * e2m1(code) * e8m0(ws[k / 32]);
+        }
+#endif
 #ifdef MXVAL_EXAMPLE_WS_UNINIT
         float* partial = (float*)a->workspace + (b * a->M + m) * a->N + n;
         *partial += acc; /* the bug: the workspace is not zeroed on entry */
@@ -155,7 +188,8 @@ static const mxval_kernel_library kLibrary = {MXVAL_KERNEL_ABI_VERSION, "example
 #elif defined(MXVAL_EXAMPLE_FLAKY_ONCE)
                                               "example-flaky-once-1",
 #elif defined(MXVAL_EXAMPLE_Y_OVERRUN) || defined(MXVAL_EXAMPLE_Y_UNDERRUN) || defined(MXVAL_EXAMPLE_WS_UNINIT) || \
-    defined(MXVAL_EXAMPLE_WS_OVERRUN)
+    defined(MXVAL_EXAMPLE_WS_OVERRUN) || defined(MXVAL_EXAMPLE_DENSE_X) || defined(MXVAL_EXAMPLE_NAN_SCALE) || \
+    defined(MXVAL_EXAMPLE_DECLINE_STRIDED)
                                               "example-broken-promise-1",
 #else
                                               "example-1",

@@ -20,7 +20,13 @@
  * Activation modes: MXVAL_ACT_BF16 uses x as is; MXVAL_ACT_MXFP4_EVEN
  * re-quantizes x per 32-K group with the "even" scale rule first (AITER).
  *
- * Rules for implementers:
+ * Rules for implementers (mxval checks each on every run; docs/job_spec.md):
+ *  - can_implement() is asked before every run(); a kernel that cannot take
+ *    the arguments (a strided x, a K its config does not fit) says so there
+ *    and is then not run. Jobs include x with x_stride_k != 1.
+ *  - NaN and Inf follow IEEE arithmetic and the format: a 0xFF scale makes
+ *    its 32 weights NaN, Inf * 0 is NaN, Inf - Inf is NaN (jobs put such
+ *    values inside K by default).
  *  - Never read w_scales past K/32 groups, w_packed past K/2 bytes, or x past
  *    row M-1 / column K-1 (mxval poisons those regions with NaN / 0xFF).
  *  - Write every y element in range and nothing else (mxval leaves poison in
