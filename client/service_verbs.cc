@@ -1020,11 +1020,10 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
     }
     if (!st.ok()) return GrpcExit(err, verb, st);
     out << "registered " << resp.library().name() << " build " << resp.library().build_id() << " sha256 "
-        << resp.library().sha256()
-        << (resp.library().content_stored()
-                ? absl::StrCat(uploaded ? ", uploaded " : ", content already stored, ", resp.library().content_bytes(),
-                               " bytes")
-                : std::string(", not uploaded: workers need it in their --kernel-dir"))
+        << resp.library().sha256() << "\n"
+        << (!resp.library().content_stored() ? std::string("content: not uploaded; workers need it in their --kernel-dir")
+            : uploaded ? absl::StrCat("content: uploaded ", resp.library().content_bytes(), " bytes")
+                       : absl::StrCat("content: already stored (", resp.library().content_bytes(), " bytes), not sent again"))
         << "\n";
     return kOk;
   }

@@ -170,7 +170,7 @@ TEST(ServiceIntegration, RegisteredLibraryRunsOnlyWithItsDigest) {
   r = Cmd(bin + " register-library" + c + " --file " + kernels + "/libexample_plugin.so --no-upload");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("registered example_plugin build example-1 sha256 "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("not uploaded"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("content: not uploaded"), std::string::npos) << r.out;
   r = Cmd(bin + " libraries" + c);
   EXPECT_NE(r.out.find("example_plugin"), std::string::npos) << r.out;
   r = Cmd(bin + " register-library" + c + " --file " + dir + "/nonexistent/libx.so");
@@ -227,12 +227,12 @@ TEST(ServiceIntegration, AWorkerFetchesARegisteredLibraryByDigestAndRefusesATamp
   const std::string plugin = MXVAL_PLUGIN_DIR "/libexample_plugin.so";
   CmdResult r = Cmd(bin + " register-library" + c + " --file " + plugin);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find(", uploaded "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("content: uploaded "), std::string::npos) << r.out;
   const std::string sha = r.out.substr(r.out.find("sha256 ") + 7, 64);
   // Registered again: the content is already stored, nothing is sent.
   r = Cmd(bin + " register-library" + c + " --file " + plugin);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("content already stored"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("content: already stored"), std::string::npos) << r.out;
 
   std::ofstream(dir + "/job.json") << R"({"name": "fetch-e2e", "presets": ["dsv3-tp8"], "mValues": [1, 3], "repetitions": 1,
       "candidateKernel": {"library": "example_plugin", "kernel": "example_naive", "buildId": "example-1"}})";
