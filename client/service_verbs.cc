@@ -38,6 +38,7 @@
 #include "service/coordinator/open_store.h"
 #include "service/web/web_ui.h"
 #include "service/worker/devices.h"
+#include "common/tree_archive.h"
 #include "common/tree_digest.h"
 #include "kernels/python/manifest.h"
 #include "kernels/dispatch/config_table.h"
@@ -161,6 +162,23 @@ std::string DefaultPythonCacheDir() {
   return absl::StrCat("/tmp/mxval-cache-", getuid());
 }
 
+// Sets up the worker's cache of libraries fetched from the coordinator
+// (service/worker/library_cache.h) and passes it to the task children.
+absl::Status ConfigureLibraryCache(const std::string& dir, int64_t mib, const std::string& kernel_dir,
+                                   worker::WorkerOptions* wo) {
+  if (mib < 1 || mib > (int64_t{1} << 24)) return absl::InvalidArgumentError("--library-cache-mib must be in [1, 16777216]");
+  wo->library_cache.dir = dir.empty() ? DefaultPythonCacheDir() + "/libraries" : dir;
+  if (wo->library_cache.dir.front() != '/') {
+    std::error_code ec;
+    wo->library_cache.dir = std::filesystem::absolute(wo->library_cache.dir, ec).string();
+  }
+  wo->library_cache.max_bytes = mib << 20;
+  wo->library_cache.kernel_dir = kernel_dir;
+  wo->child_argv.push_back("--library-cache");
+  wo->child_argv.push_back(wo->library_cache.dir);
+  return absl::OkStatus();
+}
+
 // Sets up `wo` to run tasks with a Python side under `python` (python_host.h)
 // and says on `err` what it found; without a usable interpreter such tasks
 // become infrastructure failures naming the reason, and the rest still run.
@@ -202,7 +220,13 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
            "where jobs, leases and results live: a SQLite file, or a PostgreSQL URI (postgresql://user@host/db)\n"
            "that several coordinators share");
   f.Int("workers", &workers, "embedded local CPU workers");
-  f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries for embedded workers");
+  f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries for embedded workers (a pre-seeded cache)");
+  std::string library_cache;
+  int64_t library_cache_mib = 4096, max_library_mib = 256;
+  f.String("library-cache", &library_cache,
+           "where embedded workers keep libraries fetched from the coordinator (default: $XDG_CACHE_HOME/mxval/libraries)");
+  f.Int("library-cache-mib", &library_cache_mib, "the embedded workers' library cache size; least recently used go first");
+  f.Int("max-library-mib", &max_library_mib, "largest kernel library content register-library may upload");
   std::string python, python_cache_dir;
   f.String("python", &python, "local workers run Python kernel libraries in this interpreter (default: none)");
   f.String("python-cache-dir", &python_cache_dir, "the local workers' compile cache for Python kernel libraries");
@@ -286,6 +310,10 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   if (workers < 0 || workers > 256) return Usage(err, "serve", "--workers must be in [0, 256]");
   if (lease_seconds < 1 || lease_seconds > 3600) return Usage(err, "serve", "--lease-seconds must be in [1, 3600]");
+  if (max_library_mib < 1 || max_library_mib > (1 << 20)) return Usage(err, "serve", "--max-library-mib must be in [1, 1048576]");
+  if (library_cache_mib < 1 || library_cache_mib > (int64_t{1} << 24)) {
+    return Usage(err, "serve", "--library-cache-mib must be in [1, 16777216]");
+  }
   auto store = coordinator::OpenStore(db);
   if (!store.ok()) return Usage(err, "serve", absl::StrCat("--db: ", store.status().message()));
   err << "mxval serve: state in " << coordinator::DescribeStore(db) << "\n";
@@ -313,6 +341,10 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     return kInternal;
   }
   co.libraries = libraries->get();
+  coordinator::LibraryContentOptions content_options;
+  content_options.max_bytes = max_library_mib << 20;
+  coordinator::LibraryContent library_content(store->get(), content_options);  // uploads live in the store
+  co.library_content = &library_content;
   co.ownership = ownership.get();
   auto registry = std::make_shared<prometheus::Registry>();
   coordinator::CoordinatorMetrics metrics(*registry);
@@ -395,6 +427,7 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
       wo.child_argv.push_back("--kernel-dir");
       wo.child_argv.push_back(kernel_dir);
     }
+    (void)ConfigureLibraryCache(library_cache, library_cache_mib, kernel_dir, &wo);  // the size was checked above
     if (!python.empty()) ConfigurePython(python, python_cache_dir, "serve", &wo, err);
     auto w = worker::Worker::Create(wo);
     if (!w.ok()) continue;
@@ -430,7 +463,15 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
                       "(CUDA or HIP GPUs, else the CPU). SIGTERM drains and exits.");
   f.String("coordinator", &coordinator, "coordinator address host:port", true);
   f.String("id", &id, "worker id (default: hostname-pid)");
-  f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries (lib<name>.so, <name>/ for Python)");
+  f.String("kernel-dir", &kernel_dir,
+           "directory of external kernel libraries (lib<name>.so, <name>/ for Python): a pre-seeded cache, used\n"
+           "without fetching when a library there has the registered digest");
+  std::string library_cache;
+  int64_t library_cache_mib = 4096;
+  f.String("library-cache", &library_cache,
+           "where registered libraries fetched from the coordinator are kept, by digest\n"
+           "(default: $XDG_CACHE_HOME/mxval/libraries)");
+  f.Int("library-cache-mib", &library_cache_mib, "the library cache's size; the least recently used go first");
   std::string python = "python3", python_cache_dir;
   f.String("python", &python, "interpreter for Python kernel libraries (with PyTorch; a path, or a name in PATH)");
   f.String("python-cache-dir", &python_cache_dir,
@@ -486,6 +527,9 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (!kernel_dir.empty()) {
     wo.child_argv.push_back("--kernel-dir");
     wo.child_argv.push_back(kernel_dir);
+  }
+  if (absl::Status st = ConfigureLibraryCache(library_cache, library_cache_mib, kernel_dir, &wo); !st.ok()) {
+    return Usage(err, "worker", std::string(st.message()));
   }
   ConfigurePython(python, python_cache_dir, "worker", &wo, err);
   auto registry = std::make_shared<prometheus::Registry>();
@@ -769,6 +813,70 @@ absl::StatusOr<v1::KernelLibraryRegistration> PythonRegistration(const std::stri
   return reg;
 }
 
+// Streams the library's content (UploadKernelLibrary): the file as is, or
+// the directory as a tree archive (common/tree_archive.h), in 1 MiB chunks.
+// A local read error is INVALID_ARGUMENT naming the flag.
+grpc::Status UploadLibrary(v1::AdminService::Stub& admin, const v1::KernelLibraryRegistration& reg,
+                           const std::string& file, const std::string& dir, v1::RegisterKernelLibraryResponse* resp) {
+  int64_t size = 0;
+  if (!file.empty()) {
+    std::error_code ec;
+    size = static_cast<int64_t>(std::filesystem::file_size(file, ec));
+    if (ec) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("--file: ", ec.message()));
+  } else {
+    auto listing = ListTree(dir);
+    if (!listing.ok()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("--dir: ", listing.status().message()));
+    }
+    for (const TreeFile& f : listing->files) size += static_cast<int64_t>(f.path.size()) + 2 + absl::StrCat(f.size).size() + f.size;
+  }
+  auto ctx = Ctx(absl::Hours(1));
+  auto writer = admin.UploadKernelLibrary(ctx.get(), resp);
+  v1::UploadKernelLibraryRequest first;
+  *first.mutable_library() = reg;
+  first.set_content_bytes(size);
+  bool open = writer->Write(first);
+  std::string pending;
+  auto send = [&](absl::string_view bytes) -> absl::Status {
+    pending.append(bytes.data(), bytes.size());
+    while (open && static_cast<int64_t>(pending.size()) >= coordinator::kBlobChunkBytes) {
+      v1::UploadKernelLibraryRequest m;
+      m.set_chunk(pending.substr(0, coordinator::kBlobChunkBytes));
+      pending.erase(0, coordinator::kBlobChunkBytes);
+      open = writer->Write(m);
+    }
+    // The coordinator refused (its status comes from Finish).
+    return open ? absl::OkStatus() : absl::CancelledError("stream closed");
+  };
+  absl::Status local;
+  if (!file.empty()) {
+    std::ifstream in(file, std::ios::binary);
+    std::vector<char> buf(1 << 20);
+    while (open && in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      if (in.gcount() > 0) (void)send(absl::string_view(buf.data(), static_cast<size_t>(in.gcount())));
+    }
+    if (open && in.bad()) local = absl::InvalidArgumentError(absl::StrCat("--file: cannot read '", file, "'"));
+  } else {
+    auto sent = WriteTreeArchive(dir, send);
+    if (!sent.ok() && !absl::IsCancelled(sent.status())) {
+      local = absl::InvalidArgumentError(absl::StrCat("--dir: ", sent.status().message()));
+    }
+  }
+  if (!local.ok()) {
+    ctx->TryCancel();
+    (void)writer->Finish();
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(local.message()));
+  }
+  if (open && !pending.empty()) {
+    v1::UploadKernelLibraryRequest m;
+    m.set_chunk(pending);
+    open = writer->Write(m);
+  }
+  if (open) writer->WritesDone();
+  return writer->Finish();
+}
+
 }  // namespace
 
 // watch, cancel, jobs, workers, drain: thin clients of the coordinator.
@@ -781,9 +889,10 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
                   : verb == "jobs"    ? "Lists jobs, newest first."
                   : verb == "workers" ? "Lists workers with their state and devices."
                   : verb == "register-library"
-                      ? "Registers an external kernel library (admin only): jobs may then name it, and workers load\n"
-                        "lib<name>.so (--file) or the Python library <name>/ (--dir) from their --kernel-dir only if\n"
-                        "its SHA-256 is the one registered here. Nothing of the library runs here."
+                      ? "Registers an external kernel library (admin only) and uploads its bytes: jobs may then name\n"
+                        "it, and workers fetch lib<name>.so (--file) or the Python library <name>/ (--dir) from the\n"
+                        "coordinator by digest (or find it in their --kernel-dir) and load it only if its SHA-256 is\n"
+                        "the one registered here. Nothing of the library runs here."
                   : verb == "unregister-library" ? "Removes a kernel library registration (admin only)."
                   : verb == "libraries"          ? "Lists registered kernel libraries."
                                                  : "Drains a worker (no new tasks) or undrains it.");
@@ -795,7 +904,10 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
   }
   if (verb == "jobs") f.Int("limit", &limit, "jobs to list (1..500)");
   std::string lib_file, lib_dir, lib_name, lib_build;
+  bool no_upload = false;
   if (verb == "register-library") {
+    f.Bool("no-upload", &no_upload,
+           "register the digest only: workers then load the library only from a pre-seeded --kernel-dir");
     f.String("file", &lib_file, "a compiled library to register, lib<name>.so (its SHA-256 is computed here)");
     f.String("dir", &lib_dir, "or a Python kernel library's directory (mxval_library.json; its tree's SHA-256)");
     f.String("name", &lib_name, "library name (default: from the file name lib<name>.so)");
@@ -914,11 +1026,21 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
   if (verb == "register-library") {
     v1::RegisterKernelLibraryRequest r;
     *r.mutable_library() = reg;
+    r.set_require_content(!no_upload);  // content already stored under this digest: no upload
     v1::RegisterKernelLibraryResponse resp;
-    const grpc::Status st = admin->RegisterKernelLibrary(Ctx(absl::Seconds(30)).get(), r, &resp);
+    grpc::Status st = admin->RegisterKernelLibrary(Ctx(absl::Seconds(30)).get(), r, &resp);
+    bool uploaded = false;
+    if (st.error_code() == grpc::StatusCode::NOT_FOUND && !no_upload) {
+      st = UploadLibrary(*admin, reg, lib_file, lib_dir, &resp);
+      uploaded = st.ok();
+    }
     if (!st.ok()) return GrpcExit(err, verb, st);
     out << "registered " << resp.library().name() << " build " << resp.library().build_id() << " sha256 "
-        << resp.library().sha256() << "\n";
+        << resp.library().sha256() << "\n"
+        << (!resp.library().content_stored() ? std::string("content: not uploaded; workers need it in their --kernel-dir")
+            : uploaded ? absl::StrCat("content: uploaded ", resp.library().content_bytes(), " bytes")
+                       : absl::StrCat("content: already stored (", resp.library().content_bytes(), " bytes), not sent again"))
+        << "\n";
     return kOk;
   }
   if (verb == "unregister-library") {

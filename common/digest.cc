@@ -69,6 +69,24 @@ absl::StatusOr<std::string> Sha256HexOfFile(const std::string& path) {
   return out;
 }
 
+struct Sha256Stream::Ctx {
+  std::unique_ptr<EVP_MD_CTX, CtxFree> md{EVP_MD_CTX_new()};
+};
+
+Sha256Stream::Sha256Stream() : ctx_(new Ctx) { EVP_DigestInit_ex(ctx_->md.get(), EVP_sha256(), nullptr); }
+Sha256Stream::~Sha256Stream() = default;
+
+void Sha256Stream::Update(absl::string_view data) {
+  if (!data.empty()) EVP_DigestUpdate(ctx_->md.get(), data.data(), data.size());
+}
+
+std::string Sha256Stream::HexDigest() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_DigestFinal_ex(ctx_->md.get(), md, &n);
+  return Hex(md, n);
+}
+
 bool IsSha256Hex(absl::string_view s) {
   if (s.size() != 64) return false;
   for (char ch : s)

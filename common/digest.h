@@ -4,6 +4,7 @@
 #ifndef MXVAL_COMMON_DIGEST_H_
 #define MXVAL_COMMON_DIGEST_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,6 +22,22 @@ absl::StatusOr<std::string> Sha256HexOfFd(int fd);
 
 // Of the file at `path`. NOT_FOUND if it cannot be opened.
 absl::StatusOr<std::string> Sha256HexOfFile(const std::string& path);
+
+// SHA-256 of bytes that arrive in pieces (an upload, a download).
+class Sha256Stream {
+ public:
+  Sha256Stream();
+  ~Sha256Stream();
+  Sha256Stream(const Sha256Stream&) = delete;
+  Sha256Stream& operator=(const Sha256Stream&) = delete;
+  void Update(absl::string_view data);
+  // Lowercase hex of everything Update() saw; the stream is spent after it.
+  std::string HexDigest();
+
+ private:
+  struct Ctx;
+  std::unique_ptr<Ctx> ctx_;
+};
 
 // True for 64 lowercase hex digits.
 bool IsSha256Hex(absl::string_view s);

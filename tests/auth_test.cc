@@ -168,6 +168,22 @@ TEST_F(AuthTest, WorkersAuthenticateWithCertificates) {
   lr.set_worker_id("w1");
   v1::LeaseTaskResponse lease;
   EXPECT_TRUE(stub->LeaseTask(Ctx().get(), lr, &lease).ok());
+  // Library content is served only to a worker under its own certificate name.
+  auto fetch = [&](v1::WorkerService::Stub* s, const std::string& id) {
+    v1::FetchKernelLibraryRequest fr;
+    fr.set_worker_id(id);
+    fr.set_sha256(std::string(64, 'a'));
+    auto ctx = Ctx();
+    auto reader = s->FetchKernelLibrary(ctx.get(), fr);
+    v1::FetchKernelLibraryResponse m;
+    while (reader->Read(&m)) {
+    }
+    return reader->Finish().error_code();
+  };
+  EXPECT_EQ(fetch(stub.get(), "w1"), grpc::StatusCode::NOT_FOUND);  // allowed; nothing stored
+  EXPECT_EQ(fetch(stub.get(), "w2"), grpc::StatusCode::PERMISSION_DENIED);
+  auto admin_only = v1::WorkerService::NewStub(Channel("admin-secret"));
+  EXPECT_EQ(fetch(admin_only.get(), "w1"), grpc::StatusCode::UNAUTHENTICATED);  // a token does not make a worker
 }
 
 TEST_F(AuthTest, PlaintextAndUnknownCaAreRefused) {

@@ -22,6 +22,8 @@ library tests/python_kernels/torch_mxfp4, three of its bug variants
   e             a registered tree changed on disk afterwards: the candidate side is
                 VERDICT_ERROR naming both digests, never a pass
   f             spec errors caught at submit (exit 2, naming the field)
+  g             a library no longer in the workers' --kernel-dir: fetched from the
+                coordinator by its tree digest into --library-cache, and it passes
 
 Usage: python_library_e2e_test.py --mxval build/bin/mxval --source .
 Runs with the interpreter that has PyTorch (Debian's python3-torch: /usr/bin/python3).
@@ -135,7 +137,8 @@ class Service:
         self._stderr = open(self.stderr_path, "w")
         self.proc = subprocess.Popen(
             [MXVAL, "serve", "--listen", "127.0.0.1:0", "--db", os.path.join(work, "x.db"), "--workers", "2",
-             "--kernel-dir", kdir, "--python", PYTHON, "--python-cache-dir", self.cache_dir],
+             "--kernel-dir", kdir, "--library-cache", os.path.join(work, "libcache"), "--python", PYTHON,
+             "--python-cache-dir", self.cache_dir],
             stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL, text=True, env=env,
             start_new_session=True)
         self._reader = threading.Thread(target=self._read_stdout, daemon=True)
@@ -244,6 +247,7 @@ class PythonLibraryE2E(unittest.TestCase):
         cls._derive("crashes", lambda text: cls._replace_once(
             text, "    B, M, K = x.shape\n", '    import os, signal; os.kill(os.getpid(), signal.SIGSEGV)\n', before=True))
         cls._derive("tamper", lambda text: text)
+        cls._derive("fetched", lambda text: text)
         cls._derive("strict", lambda text: text + textwrap.dedent('''
 
             _unchecked_run = run
@@ -258,7 +262,7 @@ class PythonLibraryE2E(unittest.TestCase):
                         raise ValueError("config object %r: expected %r, got %r" % (config, want, got))
                 return _unchecked_run(x, w, w_scales, y, config=config, **kwargs)
             '''))
-        cls.libs = [LIB] + ["%s_%s" % (LIB, v) for v in VARIANTS] + ["%s_%s" % (LIB, s) for s in ("raises", "crashes", "tamper", "strict")]
+        cls.libs = [LIB] + ["%s_%s" % (LIB, v) for v in VARIANTS] + ["%s_%s" % (LIB, s) for s in ("raises", "crashes", "tamper", "strict", "fetched")]
         for name in cls.libs:
             if not os.path.isfile(os.path.join(cls.kdir, name, "mxval_library.json")):
                 raise AssertionError("kernel directory lacks %s/mxval_library.json" % name)
@@ -291,7 +295,10 @@ class PythonLibraryE2E(unittest.TestCase):
         cls.registered = {}  # name -> (CompletedProcess, digest computed here before registering)
         for name in cls.libs:
             d = os.path.join(cls.kdir, name)
-            cls.registered[name] = (run_cli(["register-library", "--coordinator", cls.addr, "--dir", d]),
+            # The tamper library is registered by digest only, so the workers' --kernel-dir is its only
+            # source and a tree changed there is refused (test_e); the others are uploaded as well.
+            no_upload = ["--no-upload"] if name.endswith("_tamper") else []
+            cls.registered[name] = (run_cli(["register-library", "--coordinator", cls.addr, "--dir", d] + no_upload),
                                     tree_sha256(d))
 
     def build_id(self, lib):
@@ -570,6 +577,21 @@ class PythonLibraryE2E(unittest.TestCase):
             self.assertNotEqual(triage_class(r), "TRIAGE_CLASS_PASS", name)
         self.note("6 tasks candidate VERDICT_ERROR naming both digests (triage %s)"
                   % ", ".join(sorted(c.replace("TRIAGE_CLASS_", "") for c in classes)))
+
+    def test_g_library_fetched_by_digest(self):
+        """Registering once is enough: a library the workers' --kernel-dir no longer has is fetched from the
+        coordinator by its tree digest into their --library-cache, and its tasks pass."""
+        name = LIB + "_fetched"
+        base, cand = self.ref(LIB), self.ref(name)
+        registered = self.registered[name][1]
+        shutil.rmtree(os.path.join(self.kdir, name))
+        results = self.done_job("g", job_yaml("e2e g: fetched by digest", base, cand), want_rc=0)
+        for r in results:
+            self.assertEqual(verdict(r.get("candidate")), "VERDICT_PASS", task_name(r) + "\n" + self.describe(results))
+        fetched = os.path.join(self.work, "libcache", registered, name)
+        self.assertTrue(os.path.isfile(os.path.join(fetched, "mxval_library.json")), "not in the library cache: " + fetched)
+        self.assertEqual(tree_sha256(fetched), registered)
+        self.note("6 tasks passed with the library fetched from the coordinator (tree digest checked)")
 
     def test_f_spec_errors(self):
         lib = self.ref(LIB)

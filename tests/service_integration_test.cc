@@ -2,6 +2,7 @@
 // file, three `mxval worker` daemons, a 300-task job. A worker is SIGKILLed
 // mid-job and the coordinator is SIGKILLed and restarted on the same file and
 // port; afterwards every task has exactly one recorded, passing result.
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <fcntl.h>
@@ -157,7 +158,7 @@ TEST(ServiceIntegration, RegisteredLibraryRunsOnlyWithItsDigest) {
   const std::string db = dir + "/mxval_libs.db";
   for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
   Proc serve = Proc::Start({MXVAL_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--workers", "1", "--kernel-dir",
-                            kernels},
+                            kernels, "--library-cache", dir + "/cache"},
                            dir + "/serve.out");
   const int port = WaitForPort(serve.out_path);
   ASSERT_GT(port, 0) << ReadFile(serve.out_path + ".err");
@@ -169,9 +170,11 @@ TEST(ServiceIntegration, RegisteredLibraryRunsOnlyWithItsDigest) {
   CmdResult r = Cmd(bin + " submit" + c + " --spec " + dir + "/job.json");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("spec.candidate_kernel.library"), std::string::npos) << r.out;
-  r = Cmd(bin + " register-library" + c + " --file " + kernels + "/libexample_plugin.so");
+  // Registered without its content (as before uploads): workers load it only from their --kernel-dir.
+  r = Cmd(bin + " register-library" + c + " --file " + kernels + "/libexample_plugin.so --no-upload");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("registered example_plugin build example-1 sha256 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("content: not uploaded"), std::string::npos) << r.out;
   r = Cmd(bin + " libraries" + c);
   EXPECT_NE(r.out.find("example_plugin"), std::string::npos) << r.out;
   r = Cmd(bin + " register-library" + c + " --file " + dir + "/nonexistent/libx.so");
@@ -208,6 +211,79 @@ TEST(ServiceIntegration, RegisteredLibraryRunsOnlyWithItsDigest) {
   r = Cmd(bin + " submit" + c + " --spec " + dir + "/job.json --request-id lib-2 --wait --format json");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("refusing to load it"), std::string::npos) << r.out;
+  serve.Kill(SIGTERM);
+  serve.Wait();
+}
+
+// Registering once is enough: `register-library` uploads the library, a
+// worker whose --kernel-dir never had the file fetches it by digest from the
+// coordinator into its --library-cache and the job passes; once the stored
+// content is corrupted (a flipped byte in the SQLite file), a worker with an
+// empty cache refuses what it fetches, caches nothing, and the task's
+// candidate is an ERROR naming the library and both digests.
+TEST(ServiceIntegration, AWorkerFetchesARegisteredLibraryByDigestAndRefusesATamperedOne) {
+  const std::string dir = PrivateDir();
+  const std::string empty_kernels = dir + "/no_kernels";
+  mkdir(empty_kernels.c_str(), 0700);
+  const std::string db = dir + "/mxval_fetch.db";
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
+  Proc serve = Proc::Start({MXVAL_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--max-library-mib", "64"},
+                           dir + "/serve.out");
+  const int port = WaitForPort(serve.out_path);
+  ASSERT_GT(port, 0) << ReadFile(serve.out_path + ".err");
+  const std::string bin = MXVAL_BIN;
+  const std::string addr = absl::StrCat("127.0.0.1:", port);
+  const std::string c = " --coordinator " + addr;
+  const std::string plugin = MXVAL_PLUGIN_DIR "/libexample_plugin.so";
+  CmdResult r = Cmd(bin + " register-library" + c + " --file " + plugin);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("content: uploaded "), std::string::npos) << r.out;
+  const std::string sha = r.out.substr(r.out.find("sha256 ") + 7, 64);
+  // Registered again: the content is already stored, nothing is sent.
+  r = Cmd(bin + " register-library" + c + " --file " + plugin);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("content: already stored"), std::string::npos) << r.out;
+
+  std::ofstream(dir + "/job.json") << R"({"name": "fetch-e2e", "presets": ["dsv3-tp8"], "mValues": [1, 3], "repetitions": 1,
+      "candidateKernel": {"library": "example_plugin", "kernel": "example_naive", "buildId": "example-1"}})";
+  const std::string cache1 = dir + "/cache1";
+  Proc worker = Proc::Start({MXVAL_BIN, "worker", "--coordinator", addr, "--id", "fetcher-1", "--kernel-dir",
+                             empty_kernels, "--library-cache", cache1, "--python", "/nonexistent"},
+                            dir + "/worker1.out");
+  r = Cmd(bin + " submit" + c + " --spec " + dir + "/job.json --request-id fetch-1 --wait --format json");
+  EXPECT_EQ(r.code, 0) << r.out << ReadFile(worker.out_path + ".err");
+  EXPECT_EQ(r.out.find("VERDICT_ERROR"), std::string::npos) << r.out;
+  struct stat st;
+  EXPECT_EQ(stat((cache1 + "/" + sha + "/libexample_plugin.so").c_str(), &st), 0) << "fetched into the cache";
+  worker.Kill(SIGTERM);
+  worker.Wait();
+
+  // Corrupt the stored content: one byte of its first chunk.
+  {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    sqlite3_busy_timeout(h, 10000);
+    const std::string sql = "UPDATE library_blob_chunks SET data = CAST(X'00' || substr(data, 2) AS BLOB) WHERE blob_key = '" +
+                            sha + "' AND idx = 0";
+    EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
+    EXPECT_EQ(sqlite3_changes(h), 1);
+    sqlite3_close(h);
+  }
+  const std::string cache2 = dir + "/cache2";
+  worker = Proc::Start({MXVAL_BIN, "worker", "--coordinator", addr, "--id", "fetcher-2", "--kernel-dir", empty_kernels,
+                        "--library-cache", cache2, "--python", "/nonexistent"},
+                       dir + "/worker2.out");
+  r = Cmd(bin + " submit" + c + " --spec " + dir + "/job.json --request-id fetch-2 --wait --format json");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("VERDICT_ERROR"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("library 'example_plugin': the content fetched from the coordinator has SHA-256 "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("the task's registration says " + sha + "; refused, not cached"), std::string::npos) << r.out;
+  EXPECT_NE(stat((cache2 + "/" + sha).c_str(), &st), 0) << "nothing cached";
+  worker.Kill(SIGTERM);
+  worker.Wait();
+
   serve.Kill(SIGTERM);
   serve.Wait();
 }

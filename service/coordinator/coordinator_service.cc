@@ -1,5 +1,7 @@
 #include "service/coordinator/coordinator_service.h"
 
+#include "common/digest.h"
+
 #include <algorithm>
 #include <map>
 
@@ -78,6 +80,11 @@ Coordinator::Coordinator(const Clock* clock, Scheduler* scheduler, CoordinatorOp
   if (libraries_ == nullptr) {
     own_libraries_ = std::move(*LibraryRegistry::Create(nullptr));
     libraries_ = own_libraries_.get();
+  }
+  content_ = options_.library_content;
+  if (content_ == nullptr) {
+    own_content_ = std::make_unique<LibraryContent>(nullptr, LibraryContentOptions{});
+    content_ = own_content_.get();
   }
   ownership_ = options_.ownership;
   log_ownership_ = options_.ownership;
@@ -617,12 +624,90 @@ grpc::Status Coordinator::DrainWorker(grpc::ServerContext* ctx, const v1::DrainW
   return grpc::Status::OK;
 }
 
+absl::StatusOr<v1::KernelLibraryRegistration> Coordinator::RegisterWithContent(v1::KernelLibraryRegistration r,
+                                                                               const std::string& by,
+                                                                               bool require_content) {
+  r.clear_content_stored();  // set here, from what is stored (ignored on input)
+  r.clear_content_bytes();
+  if (absl::Status st = ValidateRegistration(r, "library"); !st.ok()) return st;
+  auto blob = content_->Find(r.sha256());
+  if (!blob.ok()) return blob.status();
+  const int format = r.format() == v1::LIBRARY_FORMAT_PYTHON ? v1::LIBRARY_FORMAT_PYTHON : v1::LIBRARY_FORMAT_SHARED_OBJECT;
+  if (blob->has_value() && (*blob)->format == format) {
+    r.set_content_stored(true);
+    r.set_content_bytes((*blob)->size);
+  } else if (require_content) {
+    return absl::NotFoundError(absl::StrCat("library.sha256: no content with digest ", r.sha256(),
+                                            " is stored; upload it (UploadKernelLibrary)"));
+  }
+  return libraries_->Register(std::move(r), by, clock_->Now());
+}
+
 grpc::Status Coordinator::RegisterKernelLibrary(grpc::ServerContext* ctx, const v1::RegisterKernelLibraryRequest* req,
                                                 v1::RegisterKernelLibraryResponse* resp) {
   MXVAL_AUTHORIZE(caller, v1::ROLE_ADMIN, "RegisterKernelLibrary");
-  auto r = libraries_->Register(req->library(), caller->principal, clock_->Now());
+  auto r = RegisterWithContent(req->library(), caller->principal, req->require_content());
   if (!r.ok()) return ToGrpc(r.status());
   *resp->mutable_library() = std::move(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::UploadKernelLibrary(grpc::ServerContext* ctx,
+                                              grpc::ServerReader<v1::UploadKernelLibraryRequest>* reader,
+                                              v1::RegisterKernelLibraryResponse* resp) {
+  MXVAL_AUTHORIZE(caller, v1::ROLE_ADMIN, "UploadKernelLibrary");
+  v1::UploadKernelLibraryRequest msg;
+  if (!reader->Read(&msg)) return ToGrpc(absl::InvalidArgumentError("library: the stream is empty"));
+  if (!msg.has_library()) return ToGrpc(absl::InvalidArgumentError("library: missing in the first message"));
+  v1::KernelLibraryRegistration reg = msg.library();
+  reg.clear_content_stored();
+  reg.clear_content_bytes();
+  // Everything about the registration is checked before a byte is stored.
+  if (absl::Status st = ValidateRegistration(reg, "library"); !st.ok()) return ToGrpc(st);
+  auto upload = content_->Begin(reg.sha256(), reg.format(), msg.content_bytes());
+  if (!upload.ok()) return ToGrpc(upload.status());
+  for (bool first = true; first || reader->Read(&msg); first = false) {
+    if (!first && (msg.has_library() || msg.content_bytes() != 0)) {
+      return ToGrpc(absl::InvalidArgumentError("library: only the first message names the library"));
+    }
+    if (static_cast<int64_t>(msg.chunk().size()) > kBlobChunkBytes) {
+      return ToGrpc(absl::InvalidArgumentError(absl::StrCat("chunk: over ", kBlobChunkBytes, " bytes")));
+    }
+    if (absl::Status st = (*upload)->Add(msg.chunk()); !st.ok()) return ToGrpc(st);
+    if (ctx->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "upload cancelled by the client");
+  }
+  auto stored = (*upload)->Commit();
+  if (!stored.ok()) return ToGrpc(stored.status());
+  auto r = RegisterWithContent(std::move(reg), caller->principal, /*require_content=*/true);
+  if (!r.ok()) return ToGrpc(r.status());
+  *resp->mutable_library() = std::move(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status Coordinator::FetchKernelLibrary(grpc::ServerContext* ctx, const v1::FetchKernelLibraryRequest* req,
+                                             grpc::ServerWriter<v1::FetchKernelLibraryResponse>* writer) {
+  MXVAL_AUTHORIZE_WORKER(req->worker_id(), "FetchKernelLibrary");
+  if (!IsSha256Hex(req->sha256())) {
+    return ToGrpc(absl::InvalidArgumentError("sha256: not 64 lowercase hex digits"));
+  }
+  auto blob = content_->Find(req->sha256());
+  if (!blob.ok()) return ToGrpc(blob.status());
+  if (!blob->has_value()) {
+    return ToGrpc(absl::NotFoundError(absl::StrCat("sha256: no kernel library content ", req->sha256(),
+                                                   " is stored (registered without upload: only a --kernel-dir has it)")));
+  }
+  const BlobInfo info = **blob;
+  for (int64_t i = 0; i < info.chunks; ++i) {
+    auto chunk = content_->ReadChunk(info.sha256, i);
+    if (!chunk.ok()) return ToGrpc(chunk.status());
+    v1::FetchKernelLibraryResponse m;
+    if (i == 0) {
+      m.set_content_bytes(info.size);
+      m.set_format(static_cast<v1::LibraryFormat>(info.format));
+    }
+    *m.mutable_chunk() = std::move(*chunk);
+    if (!writer->Write(m)) return grpc::Status(grpc::StatusCode::CANCELLED, "the worker went away");
+  }
   return grpc::Status::OK;
 }
 

@@ -26,6 +26,7 @@
 #include "service/triage/log_triage.h"
 #include "service/triage/ownership.h"
 #include "service/coordinator/job_planner.h"
+#include "service/coordinator/library_content.h"
 #include "service/coordinator/library_registry.h"
 #include "service/coordinator/scheduler.h"
 
@@ -64,6 +65,9 @@ struct CoordinatorOptions {
   // Registered external kernel libraries; null: an in-memory registry owned
   // by the coordinator (tests, embedded runs without a store).
   LibraryRegistry* libraries = nullptr;
+  // Their uploaded content (UploadKernelLibrary, FetchKernelLibrary); null:
+  // kept in memory by the coordinator, up to 256 MiB per library.
+  LibraryContent* library_content = nullptr;
 };
 
 grpc::Status ToGrpc(const absl::Status& s);
@@ -93,11 +97,15 @@ class Coordinator final : public v1::ValidationService::Service,
   grpc::Status LeaseTask(grpc::ServerContext*, const v1::LeaseTaskRequest*, v1::LeaseTaskResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*, v1::HeartbeatResponse*) override;
   grpc::Status ReportResult(grpc::ServerContext*, const v1::ReportResultRequest*, v1::ReportResultResponse*) override;
+  grpc::Status FetchKernelLibrary(grpc::ServerContext*, const v1::FetchKernelLibraryRequest*,
+                                  grpc::ServerWriter<v1::FetchKernelLibraryResponse>*) override;
   // AdminService
   grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
   grpc::Status DrainWorker(grpc::ServerContext*, const v1::DrainWorkerRequest*, v1::DrainWorkerResponse*) override;
   grpc::Status RegisterKernelLibrary(grpc::ServerContext*, const v1::RegisterKernelLibraryRequest*,
                                      v1::RegisterKernelLibraryResponse*) override;
+  grpc::Status UploadKernelLibrary(grpc::ServerContext*, grpc::ServerReader<v1::UploadKernelLibraryRequest>*,
+                                   v1::RegisterKernelLibraryResponse*) override;
   grpc::Status ListKernelLibraries(grpc::ServerContext*, const v1::ListKernelLibrariesRequest*,
                                    v1::ListKernelLibrariesResponse*) override;
   grpc::Status UnregisterKernelLibrary(grpc::ServerContext*, const v1::UnregisterKernelLibraryRequest*,
@@ -151,8 +159,13 @@ class Coordinator final : public v1::ValidationService::Service,
   };
   absl::Mutex quota_mu_;
   absl::flat_hash_map<std::string, ClientQuota> quotas_ ABSL_GUARDED_BY(quota_mu_);
+  // Registers `r` (the content fields stamped from what is stored).
+  absl::StatusOr<v1::KernelLibraryRegistration> RegisterWithContent(v1::KernelLibraryRegistration r,
+                                                                    const std::string& by, bool require_content);
   std::unique_ptr<LibraryRegistry> own_libraries_;
   LibraryRegistry* libraries_ = nullptr;
+  std::unique_ptr<LibraryContent> own_content_;
+  LibraryContent* content_ = nullptr;
   std::unique_ptr<triage::LogClassifier> own_rules_;
   std::unique_ptr<triage::Ownership> own_ownership_, no_ownership_;
   const triage::LogClassifier* rules_ = nullptr;

@@ -8,6 +8,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include <set>
 
+#include "common/digest.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
@@ -577,6 +578,135 @@ TEST(KernelLibraries, AdminRegistersJobsNameThemTasksCarryTheDigestAndRegistrati
   auto store = SqliteStore::Open(db);
   EXPECT_TRUE((*LibraryRegistry::Create(store->get()))->Snapshot().empty());
   std::remove(db.c_str());
+}
+
+// Library content over real gRPC streams, kept in a SQLite store: an upload
+// is registered only with the bytes its digest names (and nothing is stored
+// otherwise), within the size limit; workers fetch it back in chunks, and
+// registering the same digest again needs no upload.
+TEST(KernelLibraries, UploadIsVerifiedBoundedStoredByDigestAndFetchedInChunks) {
+  const std::string db = ::testing::TempDir() + "/mxval_content_" + std::to_string(getpid()) + ".db";
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
+  FakeClock clock;
+  auto store = SqliteStore::Open(db);
+  ASSERT_TRUE(store.ok());
+  auto libs = LibraryRegistry::Create(store->get());
+  ASSERT_TRUE(libs.ok());
+  LibraryContentOptions lo;
+  lo.max_bytes = 3 << 20;
+  LibraryContent content(store->get(), lo);
+  Scheduler scheduler(&clock, WithFailurePredicate(SchedulerOptions{}));
+  CoordinatorOptions o;
+  o.libraries = libs->get();
+  o.library_content = &content;
+  Coordinator c(&clock, &scheduler, o);
+  int port = 0;
+  auto server = StartServer("127.0.0.1:0", &c, &port);
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  auto admin = v1::AdminService::NewStub(channel);
+  auto workers = v1::WorkerService::NewStub(channel);
+  auto ctx = [] {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return c;
+  };
+  std::string bytes((5 << 20) / 2, '\0');  // 2.5 MiB: three stored chunks
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 + 7);
+  auto reg = [&](const std::string& name, const std::string& sha) {
+    v1::KernelLibraryRegistration r;
+    r.set_name(name);
+    r.set_build_id("b1");
+    r.set_sha256(sha);
+    return r;
+  };
+  // Streams `data` in pieces of `piece` bytes, announcing `announced` bytes.
+  auto upload = [&](const v1::KernelLibraryRegistration& r, const std::string& data, size_t piece, int64_t announced,
+                    v1::RegisterKernelLibraryResponse* resp) {
+    auto cc = ctx();
+    auto w = admin->UploadKernelLibrary(cc.get(), resp);
+    v1::UploadKernelLibraryRequest m;
+    *m.mutable_library() = r;
+    m.set_content_bytes(announced);
+    bool open = w->Write(m);
+    for (size_t i = 0; open && i < data.size(); i += piece) {
+      v1::UploadKernelLibraryRequest chunk;
+      chunk.set_chunk(data.substr(i, piece));
+      open = w->Write(chunk);
+    }
+    if (open) w->WritesDone();
+    return w->Finish();
+  };
+  auto fetch = [&](const std::string& sha, std::string* out, v1::FetchKernelLibraryResponse* first) {
+    auto cc = ctx();
+    v1::FetchKernelLibraryRequest fr;
+    fr.set_worker_id("w1");
+    fr.set_sha256(sha);
+    auto r = workers->FetchKernelLibrary(cc.get(), fr);
+    v1::FetchKernelLibraryResponse m;
+    for (int i = 0; r->Read(&m); ++i) {
+      if (i == 0) *first = m;
+      EXPECT_LE(m.chunk().size(), size_t{1} << 20);
+      out->append(m.chunk());
+    }
+    return r->Finish();
+  };
+  const std::string sha = Sha256Hex(bytes);
+  std::string flipped = bytes;
+  flipped[2 << 20] ^= 1;
+  v1::RegisterKernelLibraryResponse resp;
+  // The bytes are not the registered digest: refused, nothing stored, nothing registered.
+  grpc::Status st = upload(reg("lib-a", sha), flipped, 300000, static_cast<int64_t>(flipped.size()), &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_NE(st.error_message().find(Sha256Hex(flipped)), std::string::npos) << st.error_message();
+  EXPECT_FALSE((*content.Find(sha)).has_value());
+  EXPECT_TRUE((*libs)->Snapshot().empty());
+  // More bytes than announced, a size over the limit, an oversized message: refused too.
+  EXPECT_EQ(upload(reg("lib-a", sha), bytes, 300000, 1000, &resp).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  st = upload(reg("lib-a", sha), "", 1, 4 << 20, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(st.error_message().find("--max-library-mib"), std::string::npos) << st.error_message();
+  EXPECT_EQ(upload(reg("lib-a", sha), bytes, 2 << 20, static_cast<int64_t>(bytes.size()), &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(upload(reg("../a", sha), bytes, 300000, static_cast<int64_t>(bytes.size()), &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(upload(reg("lib-a", sha), bytes.substr(10), 300000, static_cast<int64_t>(bytes.size()), &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);  // fewer bytes than announced
+  // Registering by digest alone while nothing is stored: NOT_FOUND.
+  v1::RegisterKernelLibraryRequest rr;
+  *rr.mutable_library() = reg("lib-b", sha);
+  rr.set_require_content(true);
+  EXPECT_EQ(admin->RegisterKernelLibrary(ctx().get(), rr, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // The right bytes, in pieces that do not line up with the stored chunks.
+  ASSERT_TRUE(upload(reg("lib-a", sha), bytes, 300000, static_cast<int64_t>(bytes.size()), &resp).ok());
+  EXPECT_TRUE(resp.library().content_stored());
+  EXPECT_EQ(resp.library().content_bytes(), static_cast<int64_t>(bytes.size()));
+  EXPECT_EQ((*content.Find(sha))->chunks, 3);
+  // Another name for the same bytes needs no upload.
+  ASSERT_TRUE(admin->RegisterKernelLibrary(ctx().get(), rr, &resp).ok());
+  EXPECT_TRUE(resp.library().content_stored());
+
+  std::string got;
+  v1::FetchKernelLibraryResponse first;
+  ASSERT_TRUE(fetch(sha, &got, &first).ok());
+  EXPECT_EQ(got, bytes);
+  EXPECT_EQ(first.content_bytes(), static_cast<int64_t>(bytes.size()));
+  EXPECT_EQ(first.format(), v1::LIBRARY_FORMAT_SHARED_OBJECT);
+  got.clear();
+  EXPECT_EQ(fetch(std::string(64, 'e'), &got, &first).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(fetch("../../etc/passwd", &got, &first).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // Unregistering keeps the content: a task planned against it can still fetch it.
+  v1::UnregisterKernelLibraryRequest ur;
+  ur.set_name("lib-a");
+  v1::UnregisterKernelLibraryResponse uresp;
+  ASSERT_TRUE(admin->UnregisterKernelLibrary(ctx().get(), ur, &uresp).ok());
+  got.clear();
+  ASSERT_TRUE(fetch(sha, &got, &first).ok());
+  EXPECT_EQ(got, bytes);
+  server->Shutdown();
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
 }
 
 }  // namespace

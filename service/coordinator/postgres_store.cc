@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "service/coordinator/store_codec.h"
 
 namespace mxval {
@@ -41,6 +42,11 @@ const std::vector<std::vector<const char*>>& Migrations() {
        "UPDATE tasks t SET priority = j.priority FROM jobs j WHERE j.job_id = t.job_id",
        "DROP INDEX tasks_queued",
        "CREATE INDEX tasks_claim ON tasks(arch, priority DESC, rev) WHERE state = 0"},
+      {  // 3: kernel library content, content-addressed, in chunks
+       "CREATE TABLE library_blobs (sha256 TEXT PRIMARY KEY, format INTEGER NOT NULL, size BIGINT NOT NULL,"
+       " chunks BIGINT NOT NULL)",
+       "CREATE TABLE library_blob_chunks (blob_key TEXT NOT NULL, idx BIGINT NOT NULL, data BYTEA NOT NULL,"
+       " PRIMARY KEY (blob_key, idx))"},
   };
   return *m;
 }
@@ -523,6 +529,96 @@ absl::StatusOr<std::vector<std::string>> PostgresStore::LoadLibraries() {
   std::vector<std::string> out;
   for (int i = 0; i < PQntuples(r->get()); ++i) out.push_back(Bytes(r->get(), i, 0));
   return out;
+}
+
+absl::Status PostgresStore::PutBlobChunk(const std::string& upload, int64_t index, const std::string& data) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status st = ConnectedLocked(); !st.ok()) return st;
+  return Query("INSERT INTO library_blob_chunks VALUES ($1, $2, $3)")
+      .Str(upload)
+      .I64(index)
+      .Bin(data)
+      .Run(this, PGRES_COMMAND_OK, "write blob chunk")
+      .status();
+}
+
+absl::Status PostgresStore::CommitBlob(const std::string& upload, const BlobInfo& info) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status st = ConnectedLocked(); !st.ok()) return st;
+  if (absl::Status st = ExecLocked("BEGIN"); !st.ok()) return st;
+  auto fail = [&](absl::Status st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    (void)ExecLocked("ROLLBACK");
+    return st;
+  };
+  // Concurrent commits of one digest are serialized on the digest's row:
+  // whoever inserts it first files its chunks, the other drops its own.
+  auto ins = Query("INSERT INTO library_blobs VALUES ($1, $2, $3, $4) ON CONFLICT (sha256) DO NOTHING")
+                 .Str(info.sha256)
+                 .I64(info.format)
+                 .I64(info.size)
+                 .I64(info.chunks)
+                 .Run(this, PGRES_COMMAND_OK, "write blob");
+  if (!ins.ok()) return fail(ins.status());
+  const bool inserted = std::string(PQcmdTuples(ins->get())) == "1";
+  if (!inserted) {
+    auto d = Query("DELETE FROM library_blob_chunks WHERE blob_key = $1").Str(upload).Run(this, PGRES_COMMAND_OK,
+                                                                                          "drop upload");
+    if (!d.ok()) return fail(d.status());
+  } else {
+    auto rows = Query("SELECT COUNT(*) FROM library_blob_chunks WHERE blob_key = $1")
+                    .Str(upload)
+                    .Run(this, PGRES_TUPLES_OK, "count upload");
+    if (!rows.ok()) return fail(rows.status());
+    if (Int(rows->get(), 0, 0) != info.chunks) {
+      return fail(absl::FailedPreconditionError(absl::StrCat("store: upload holds ", Int(rows->get(), 0, 0),
+                                                             " chunks, the commit names ", info.chunks)));
+    }
+    for (const char* sql : {"DELETE FROM library_blob_chunks WHERE blob_key = $2 AND $1 <> ''",
+                            "UPDATE library_blob_chunks SET blob_key = $2 WHERE blob_key = $1"}) {
+      auto r = Query(sql).Str(upload).Str(info.sha256).Run(this, PGRES_COMMAND_OK, "file blob");
+      if (!r.ok()) return fail(r.status());
+    }
+  }
+  auto stale = Query("DELETE FROM library_blob_chunks WHERE blob_key LIKE 'upload/%' AND blob_key < $1")
+                   .Str(StaleUploadBound(absl::Now()))
+                   .Run(this, PGRES_COMMAND_OK, "drop stale uploads");
+  if (!stale.ok()) return fail(stale.status());
+  return ExecLocked("COMMIT");
+}
+
+absl::Status PostgresStore::AbortBlob(const std::string& upload) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status st = ConnectedLocked(); !st.ok()) return st;
+  return Query("DELETE FROM library_blob_chunks WHERE blob_key = $1")
+      .Str(upload)
+      .Run(this, PGRES_COMMAND_OK, "drop upload")
+      .status();
+}
+
+absl::StatusOr<std::optional<BlobInfo>> PostgresStore::GetBlob(const std::string& sha256) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status st = ConnectedLocked(); !st.ok()) return st;
+  auto r = Query("SELECT format, size, chunks FROM library_blobs WHERE sha256 = $1")
+               .Str(sha256)
+               .Run(this, PGRES_TUPLES_OK, "read blob");
+  if (!r.ok()) return r.status();
+  if (PQntuples(r->get()) == 0) return std::optional<BlobInfo>();
+  return std::optional<BlobInfo>(BlobInfo{sha256, static_cast<int>(Int(r->get(), 0, 0)), Int(r->get(), 0, 1),
+                                          Int(r->get(), 0, 2)});
+}
+
+absl::StatusOr<std::string> PostgresStore::ReadBlobChunk(const std::string& sha256, int64_t index) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status st = ConnectedLocked(); !st.ok()) return st;
+  auto r = Query("SELECT data FROM library_blob_chunks WHERE blob_key = $1 AND idx = $2")
+               .Str(sha256)
+               .I64(index)
+               .Run(this, PGRES_TUPLES_OK, "read blob chunk");
+  if (!r.ok()) return r.status();
+  if (PQntuples(r->get()) == 0) {
+    return absl::NotFoundError(absl::StrCat("store: blob ", sha256, " has no chunk ", index));
+  }
+  return Bytes(r->get(), 0, 0);
 }
 
 }  // namespace coordinator

@@ -4,6 +4,7 @@
 
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "service/coordinator/store_codec.h"
 
 namespace mxval {
@@ -147,6 +148,11 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
         "CREATE INDEX tasks_queued ON tasks(arch, rev) WHERE state = 0",
         "CREATE UNIQUE INDEX jobs_by_request ON jobs(request_id) WHERE request_id <> ''",
         "INSERT OR IGNORE INTO meta VALUES ('rev', 0)"}},
+      {5,  // kernel library content, content-addressed, in chunks
+       {"CREATE TABLE library_blobs (sha256 TEXT PRIMARY KEY, format INTEGER NOT NULL, size INTEGER NOT NULL,"
+        " chunks INTEGER NOT NULL)",
+        "CREATE TABLE library_blob_chunks (blob_key TEXT NOT NULL, idx INTEGER NOT NULL, data BLOB NOT NULL,"
+        " PRIMARY KEY (blob_key, idx))"}},
   };
   for (const auto& [to, statements] : kMigrations) {
     if (absl::Status st = s->Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
@@ -467,6 +473,99 @@ absl::StatusOr<std::vector<std::string>> SqliteStore::LoadLibraries() {
   while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) out.push_back(st.ColBlob(0));
   if (rc != SQLITE_DONE) return Err(db_, "read libraries");
   return out;
+}
+
+absl::Status SqliteStore::PutBlobChunk(const std::string& upload, int64_t index, const std::string& data) {
+  absl::MutexLock l(&mu_);
+  Stmt st(db_, "INSERT INTO library_blob_chunks VALUES (?1, ?2, ?3)");
+  if (!st.ok()) return Err(db_, "prepare blob chunk");
+  st.Text(1, upload);
+  st.Int(2, index);
+  st.Blob(3, data);
+  return sqlite3_step(st.get()) == SQLITE_DONE ? absl::OkStatus() : Err(db_, "write blob chunk");
+}
+
+absl::Status SqliteStore::CommitBlob(const std::string& upload, const BlobInfo& info) {
+  absl::MutexLock l(&mu_);
+  if (absl::Status st = Exec("BEGIN IMMEDIATE"); !st.ok()) return st;
+  auto fail = [&](absl::Status st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    (void)Exec("ROLLBACK");
+    return st;
+  };
+  auto step = [&](const char* sql, const std::vector<std::string>& text, const char* what)
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::StatusOr<int64_t> {
+    Stmt st(db_, sql);
+    if (!st.ok()) return Err(db_, what);
+    for (size_t i = 0; i < text.size(); ++i) st.Text(static_cast<int>(i + 1), text[i]);
+    const int rc = sqlite3_step(st.get());
+    if (rc == SQLITE_ROW) return st.ColInt(0);
+    if (rc != SQLITE_DONE) return Err(db_, what);
+    return int64_t{sqlite3_changes(db_)};
+  };
+  auto have = step("SELECT COUNT(*) FROM library_blobs WHERE sha256 = ?1", {info.sha256}, "read blob");
+  if (!have.ok()) return fail(have.status());
+  if (*have > 0) {  // the same bytes are already stored: this upload's rows go
+    if (auto d = step("DELETE FROM library_blob_chunks WHERE blob_key = ?1", {upload}, "drop upload"); !d.ok()) {
+      return fail(d.status());
+    }
+  } else {
+    auto rows = step("SELECT COUNT(*) FROM library_blob_chunks WHERE blob_key = ?1", {upload}, "count upload");
+    if (!rows.ok()) return fail(rows.status());
+    if (*rows != info.chunks) {
+      return fail(absl::FailedPreconditionError(
+          absl::StrCat("store: upload holds ", *rows, " chunks, the commit names ", info.chunks)));
+    }
+    for (const char* sql : {"DELETE FROM library_blob_chunks WHERE blob_key = ?2",
+                            "UPDATE library_blob_chunks SET blob_key = ?2 WHERE blob_key = ?1"}) {
+      if (auto r = step(sql, {upload, info.sha256}, "file blob"); !r.ok()) return fail(r.status());
+    }
+    Stmt st(db_, "INSERT INTO library_blobs VALUES (?1, ?2, ?3, ?4)");
+    st.Text(1, info.sha256);
+    st.Int(2, info.format);
+    st.Int(3, info.size);
+    st.Int(4, info.chunks);
+    if (!st.ok() || sqlite3_step(st.get()) != SQLITE_DONE) return fail(Err(db_, "write blob"));
+  }
+  // Uploads that started a day ago and never committed.
+  if (auto r = step("DELETE FROM library_blob_chunks WHERE blob_key LIKE 'upload/%' AND blob_key < ?1",
+                    {StaleUploadBound(absl::Now())}, "drop stale uploads");
+      !r.ok()) {
+    return fail(r.status());
+  }
+  if (absl::Status st = Exec("COMMIT"); !st.ok()) return fail(st);
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::AbortBlob(const std::string& upload) {
+  absl::MutexLock l(&mu_);
+  Stmt st(db_, "DELETE FROM library_blob_chunks WHERE blob_key = ?1");
+  if (!st.ok()) return Err(db_, "prepare blob abort");
+  st.Text(1, upload);
+  return sqlite3_step(st.get()) == SQLITE_DONE ? absl::OkStatus() : Err(db_, "drop upload");
+}
+
+absl::StatusOr<std::optional<BlobInfo>> SqliteStore::GetBlob(const std::string& sha256) {
+  absl::MutexLock l(&mu_);
+  Stmt st(db_, "SELECT format, size, chunks FROM library_blobs WHERE sha256 = ?1");
+  if (!st.ok()) return Err(db_, "prepare blob");
+  st.Text(1, sha256);
+  const int rc = sqlite3_step(st.get());
+  if (rc == SQLITE_DONE) return std::optional<BlobInfo>();
+  if (rc != SQLITE_ROW) return Err(db_, "read blob");
+  return std::optional<BlobInfo>(
+      BlobInfo{sha256, static_cast<int>(st.ColInt(0)), st.ColInt(1), st.ColInt(2)});
+}
+
+absl::StatusOr<std::string> SqliteStore::ReadBlobChunk(const std::string& sha256, int64_t index) {
+  absl::MutexLock l(&mu_);
+  Stmt st(db_, "SELECT data FROM library_blob_chunks WHERE blob_key = ?1 AND idx = ?2");
+  if (!st.ok()) return Err(db_, "prepare blob chunk");
+  st.Text(1, sha256);
+  st.Int(2, index);
+  const int rc = sqlite3_step(st.get());
+  if (rc == SQLITE_DONE) return absl::NotFoundError(absl::StrCat("store: blob ", sha256, " has no chunk ", index));
+  if (rc != SQLITE_ROW) return Err(db_, "read blob chunk");
+  return st.ColBlob(0);
 }
 
 }  // namespace coordinator

@@ -41,6 +41,11 @@ class SqliteStore : public Store {
   absl::Status PutLibrary(const std::string& name, const std::string& payload) override;
   absl::Status DeleteLibrary(const std::string& name) override;
   absl::StatusOr<std::vector<std::string>> LoadLibraries() override;
+  absl::Status PutBlobChunk(const std::string& upload, int64_t index, const std::string& data) override;
+  absl::Status CommitBlob(const std::string& upload, const BlobInfo& info) override;
+  absl::Status AbortBlob(const std::string& upload) override;
+  absl::StatusOr<std::optional<BlobInfo>> GetBlob(const std::string& sha256) override;
+  absl::StatusOr<std::string> ReadBlobChunk(const std::string& sha256, int64_t index) override;
 
  private:
   SqliteStore(sqlite3* db, bool shared) : shared_(shared), db_(db) {}

@@ -64,6 +64,16 @@ struct ClaimRequest {
   absl::Duration retry_elsewhere_grace;
 };
 
+// Stored content of a kernel library (KernelLibraryRegistration.sha256):
+// content-addressed, in rows of at most kBlobChunkBytes.
+inline constexpr int64_t kBlobChunkBytes = int64_t{1} << 20;
+struct BlobInfo {
+  std::string sha256;  // of the whole content
+  int format = 0;      // v1::LibraryFormat
+  int64_t size = 0;    // bytes
+  int64_t chunks = 0;  // rows 0 .. chunks-1
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -108,7 +118,40 @@ class Store {
     return absl::UnimplementedError("store: kernel library registrations are not persisted");
   }
   virtual absl::StatusOr<std::vector<std::string>> LoadLibraries() { return std::vector<std::string>{}; }
+
+  // Kernel library content (see BlobInfo). An upload writes its chunks under
+  // its own `upload` key (unique per upload: NewUploadKey), invisible to
+  // readers, then CommitBlob files them under info.sha256 in one
+  // transaction, or drops them when that digest is already stored (several
+  // coordinators may upload the same bytes at once). Nothing checks digests
+  // here: the caller verified them. Rows of uploads that never committed
+  // (a coordinator that died mid-upload) are removed by a later commit once
+  // they are a day old. Stores that keep no content answer UNIMPLEMENTED.
+  virtual absl::Status PutBlobChunk(const std::string& upload, int64_t index, const std::string& data) {
+    return absl::UnimplementedError("store: kernel library content is not stored");
+  }
+  // FAILED_PRECONDITION if the upload does not hold exactly info.chunks rows.
+  virtual absl::Status CommitBlob(const std::string& upload, const BlobInfo& info) {
+    return absl::UnimplementedError("store: kernel library content is not stored");
+  }
+  virtual absl::Status AbortBlob(const std::string& upload) {
+    return absl::UnimplementedError("store: kernel library content is not stored");
+  }
+  // nullopt when no content with that digest is stored.
+  virtual absl::StatusOr<std::optional<BlobInfo>> GetBlob(const std::string& sha256) {
+    return std::optional<BlobInfo>();
+  }
+  // NOT_FOUND if the row is missing.
+  virtual absl::StatusOr<std::string> ReadBlobChunk(const std::string& sha256, int64_t index) {
+    return absl::NotFoundError("store: kernel library content is not stored");
+  }
 };
+
+// A fresh upload key for PutBlobChunk: "upload/<20-digit microseconds>/<random>",
+// ordered by time (stale uploads are found by comparing keys).
+std::string NewUploadKey(absl::Time now);
+// The key below which uploads started before `now - 1 day` sort.
+std::string StaleUploadBound(absl::Time now);
 
 // The lease a claim grants: the task row as ClaimTask leaves it (before the
 // revision is stamped). Shared by the store implementations.

@@ -1,9 +1,22 @@
 #include "service/coordinator/store_codec.h"
 
+#include <random>
+
+#include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
+#include "service/coordinator/store.h"
 
 namespace mxval {
 namespace coordinator {
+
+std::string NewUploadKey(absl::Time now) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return absl::StrFormat("upload/%020d/%016x", absl::ToUnixMicros(now), rng());
+}
+
+std::string StaleUploadBound(absl::Time now) {
+  return absl::StrFormat("upload/%020d/", absl::ToUnixMicros(now - absl::Hours(24)));
+}
 
 int64_t TimeToUs(absl::Time t) { return t == absl::InfinitePast() ? kNoTime : absl::ToUnixMicros(t); }
 absl::Time TimeFromUs(int64_t us) { return us == kNoTime ? absl::InfinitePast() : absl::FromUnixMicros(us); }

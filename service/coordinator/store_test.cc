@@ -10,6 +10,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "service/coordinator/postgres_store.h"
 #include "service/coordinator/scheduler.h"
@@ -441,6 +442,61 @@ TEST(PostgresStoreTest, MigrationsRunOnceAndANewerSchemaIsRefused) {
   auto down = PostgresStore::Open("host=127.0.0.1 port=1 user=mxval password=hunter2 connect_timeout=2");
   EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(down.status().message().find("hunter2"), std::string::npos);
+}
+
+// Kernel library content: an upload's rows are invisible until committed,
+// survive a restart once committed, and a second upload of the same digest
+// (another coordinator, a re-registration) keeps the first and drops its own.
+TEST_P(StoreTest, LibraryContentIsStoredByDigestInChunks) {
+  store_ = OpenStore();
+  ASSERT_NE(store_, nullptr);
+  const std::string sha(64, 'a');
+  const std::string up = NewUploadKey(absl::Now());
+  ASSERT_TRUE(store_->PutBlobChunk(up, 0, std::string(1 << 20, 'x')).ok());
+  ASSERT_TRUE(store_->PutBlobChunk(up, 1, std::string("tail\0bytes", 10)).ok());
+  EXPECT_FALSE(store_->GetBlob(sha)->has_value());                  // not visible before the commit
+  EXPECT_EQ(store_->ReadBlobChunk(sha, 0).status().code(), absl::StatusCode::kNotFound);
+  BlobInfo info{sha, 2, (1 << 20) + 10, 2};
+  // A commit naming more chunks than were written is refused; nothing filed.
+  BlobInfo wrong = info;
+  wrong.chunks = 3;
+  EXPECT_EQ(store_->CommitBlob(up, wrong).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(store_->GetBlob(sha)->has_value());
+  ASSERT_TRUE(store_->CommitBlob(up, info).ok());
+  Restart();
+  auto got = store_->GetBlob(sha);
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
+  EXPECT_EQ((*got)->format, 2);
+  EXPECT_EQ((*got)->size, (1 << 20) + 10);
+  EXPECT_EQ((*got)->chunks, 2);
+  EXPECT_EQ(*store_->ReadBlobChunk(sha, 0), std::string(1 << 20, 'x'));
+  EXPECT_EQ(*store_->ReadBlobChunk(sha, 1), std::string("tail\0bytes", 10));
+  EXPECT_EQ(store_->ReadBlobChunk(sha, 2).status().code(), absl::StatusCode::kNotFound);
+
+  // The same digest uploaded again: the stored rows stay, the new ones go.
+  const std::string again = NewUploadKey(absl::Now());
+  ASSERT_TRUE(store_->PutBlobChunk(again, 0, "other").ok());
+  ASSERT_TRUE(store_->CommitBlob(again, BlobInfo{sha, 2, 5, 1}).ok());
+  EXPECT_EQ((*store_->GetBlob(sha))->size, (1 << 20) + 10);
+  EXPECT_EQ(*store_->ReadBlobChunk(sha, 1), std::string("tail\0bytes", 10));
+  EXPECT_EQ(store_->ReadBlobChunk(again, 0).status().code(), absl::StatusCode::kNotFound);
+
+  // An aborted upload leaves nothing; one left by a dead coordinator a day
+  // ago is removed by the next commit.
+  const std::string aborted = NewUploadKey(absl::Now());
+  ASSERT_TRUE(store_->PutBlobChunk(aborted, 0, "x").ok());
+  ASSERT_TRUE(store_->AbortBlob(aborted).ok());
+  EXPECT_EQ(store_->ReadBlobChunk(aborted, 0).status().code(), absl::StatusCode::kNotFound);
+  const std::string stale = NewUploadKey(absl::Now() - absl::Hours(25));
+  const std::string fresh = NewUploadKey(absl::Now());
+  ASSERT_TRUE(store_->PutBlobChunk(stale, 0, "x").ok());
+  ASSERT_TRUE(store_->PutBlobChunk(fresh, 0, "y").ok());
+  const std::string other = NewUploadKey(absl::Now());
+  ASSERT_TRUE(store_->PutBlobChunk(other, 0, "z").ok());
+  ASSERT_TRUE(store_->CommitBlob(other, BlobInfo{std::string(64, 'b'), 1, 1, 1}).ok());
+  EXPECT_EQ(store_->ReadBlobChunk(stale, 0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*store_->ReadBlobChunk(fresh, 0), "y");  // still uploading
+  EXPECT_EQ(*store_->ReadBlobChunk(std::string(64, 'b'), 0), "z");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreTest,

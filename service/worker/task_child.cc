@@ -26,12 +26,14 @@ int TaskChildExitCode(const absl::Status& st) {
 
 absl::StatusOr<std::unique_ptr<TaskChild>> TaskChild::Create(const std::vector<std::string>& args,
                                                              TaskChildHooks hooks, std::string* usage) {
-  std::string kernel_dir, runtime_kind, scratch_dir;
+  std::string kernel_dir, runtime_kind, scratch_dir, library_cache;
   int64_t threads = 0, device = 0;
   FlagSet f("__run-task",
             "Internal: runs one task for the worker daemon (TaskSpec on stdin; on stdout the header line "
             "mxval-task-results-v1, then delimited TaskResults, the last one the whole result).");
   f.String("kernel-dir", &kernel_dir, "directory of external kernel libraries (lib<name>.so, <name>/ for Python)");
+  f.String("library-cache", &library_cache,
+           "the worker's cache of libraries fetched from the coordinator (<dir>/<sha256>/lib<name>.so, .../<name>/)");
   f.String("scratch-dir", &scratch_dir, "private directory for verified copies of Python library trees (default: $TMPDIR)");
   f.Int("threads", &threads, "threads (0 = all)");
   f.String("runtime", &runtime_kind, "device runtime for GPU kernels: cuda or hip (empty: CPU only)");
@@ -48,7 +50,8 @@ absl::StatusOr<std::unique_ptr<TaskChild>> TaskChild::Create(const std::vector<s
     if (absl::Status s = (*rt)->SetDevice(static_cast<int>(device)); !s.ok()) return s;
     c->runtime_ = std::move(*rt);
   }
-  c->kernels_ = std::make_unique<KernelResolver>(kernel_dir, hooks.builtin_dir, hooks.python_loader, scratch_dir);
+  c->kernels_ =
+      std::make_unique<KernelResolver>(kernel_dir, hooks.builtin_dir, hooks.python_loader, scratch_dir, library_cache);
   c->hooks_ = std::move(hooks);
   TaskRunnerOptions& o = c->options_;
   o.threads = static_cast<int>(threads);

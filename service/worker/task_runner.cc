@@ -314,9 +314,10 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
 }  // namespace
 
 KernelResolver::KernelResolver(std::string kernel_dir, std::string builtin_dir, PythonLibraryLoader python_loader,
-                               std::string scratch_dir)
+                               std::string scratch_dir, std::string library_cache)
     : dir_(std::move(kernel_dir)),
       builtin_dir_(std::move(builtin_dir)),
+      cache_dir_(std::move(library_cache)),
       python_loader_(std::move(python_loader)),
       scratch_dir_(std::move(scratch_dir)) {}
 
@@ -327,7 +328,31 @@ KernelResolver::~KernelResolver() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<KernelLibrary>> KernelResolver::OpenPython(const v1::KernelRef& ref) {
+absl::StatusOr<std::unique_ptr<KernelLibrary>> KernelResolver::OpenExternal(const v1::KernelRef& ref) {
+  const bool python = ref.format() == v1::LIBRARY_FORMAT_PYTHON;
+  if (python && python_loader_ == nullptr) return OpenPython(ref, dir_);  // says why it cannot run here
+  auto open = [&](const std::string& dir) {
+    return python ? OpenPython(ref, dir) : KernelLibrary::OpenVerified(dir, ref.library(), ref.sha256());
+  };
+  absl::StatusOr<std::unique_ptr<KernelLibrary>> from_dir =
+      absl::NotFoundError(absl::StrCat("library '", ref.library(), "' is not available on this worker (no --kernel-dir "
+                                       "has it and it was not fetched from the coordinator)"));
+  if (!dir_.empty()) {
+    from_dir = open(dir_);
+    // Only a missing library or one with another digest is looked for in the cache.
+    if (from_dir.ok() || (!absl::IsNotFound(from_dir.status()) && !absl::IsPermissionDenied(from_dir.status()))) {
+      return from_dir;
+    }
+  }
+  if (cache_dir_.empty() || !IsSha256Hex(ref.sha256())) return from_dir;
+  const std::string slot = absl::StrCat(cache_dir_, "/", ref.sha256());
+  std::error_code ec;
+  if (!std::filesystem::exists(slot, ec)) return from_dir;
+  return open(slot);
+}
+
+absl::StatusOr<std::unique_ptr<KernelLibrary>> KernelResolver::OpenPython(const v1::KernelRef& ref,
+                                                                          const std::string& dir) {
   const std::string& name = ref.library();
   if (absl::Status st = CheckExternalLibraryName(name); !st.ok()) return st;
   if (!IsSha256Hex(ref.sha256())) {
@@ -339,10 +364,10 @@ absl::StatusOr<std::unique_ptr<KernelLibrary>> KernelResolver::OpenPython(const 
         "library '", name, "' is a Python kernel library and this task child runs no interpreter (a worker runs "
         "such tasks under its --python)"));
   }
-  if (dir_.empty()) return absl::NotFoundError(absl::StrCat("library '", name, "': this worker has no --kernel-dir"));
+  if (dir.empty()) return absl::NotFoundError(absl::StrCat("library '", name, "': this worker has no --kernel-dir"));
   std::error_code ec;
-  const std::filesystem::path root = std::filesystem::canonical(dir_, ec);
-  if (ec) return absl::NotFoundError(absl::StrCat("kernel directory '", dir_, "': ", ec.message()));
+  const std::filesystem::path root = std::filesystem::canonical(dir, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat("kernel directory '", dir, "': ", ec.message()));
   const std::filesystem::path src = std::filesystem::canonical(root / name, ec);
   if (ec) return absl::NotFoundError(absl::StrCat("Python kernel library '", (root / name).string(), "': ", ec.message()));
   if (src.parent_path() != root || !std::filesystem::is_directory(src)) {
@@ -392,7 +417,7 @@ absl::StatusOr<const mxval_kernel*> KernelResolver::Resolve(const v1::KernelRef&
   if (lib == nullptr) {
     absl::StatusOr<std::unique_ptr<KernelLibrary>> opened;
     if (ref.format() == v1::LIBRARY_FORMAT_PYTHON) {
-      opened = OpenPython(ref);
+      opened = OpenExternal(ref);
     } else if (ref.library() == "mxval-builtin-cpu") {
       opened = KernelLibrary::FromTable(cpu::CpuKernelLibrary());
     } else if (ref.library() == "mxval-builtin-cuda" || ref.library() == "mxval-builtin-hip") {
@@ -401,9 +426,9 @@ absl::StatusOr<const mxval_kernel*> KernelResolver::Resolve(const v1::KernelRef&
       }
       opened = KernelLibrary::Open(absl::StrCat(builtin_dir_, "/libmxval_",
                                                 ref.library() == "mxval-builtin-cuda" ? "cuda" : "hip", "_kernels.so"));
-    } else if (!dir_.empty()) {
-      // Only from the kernel directory, only the registered bytes.
-      opened = KernelLibrary::OpenVerified(dir_, ref.library(), ref.sha256());
+    } else if (!dir_.empty() || !cache_dir_.empty()) {
+      // Only from the kernel directory or the fetched copies, only the registered bytes.
+      opened = OpenExternal(ref);
     } else {
       return absl::NotFoundError(absl::StrCat("kernel library '", ref.library(), "' is not available on this worker"));
     }

@@ -41,11 +41,16 @@ using PythonLibraryLoader =
 // copied into a private directory under `scratch_dir` while their tree is
 // hashed (common/tree_digest.h), and handed to `python_loader` only when the
 // copy's digest is the registered one: the bytes checked are the bytes
-// imported. Each is loaded once and kept open.
+// imported. An external library that `kernel_dir` lacks, or holds with
+// another digest, is looked for in `library_cache` (the worker's fetched
+// copies, service/worker/library_cache.h) as <library_cache>/<sha256>/
+// lib<name>.so or <sha256>/<name>/, with the same checks. Each is loaded
+// once and kept open.
 class KernelResolver {
  public:
   explicit KernelResolver(std::string kernel_dir = "", std::string builtin_dir = "",
-                          PythonLibraryLoader python_loader = nullptr, std::string scratch_dir = "");
+                          PythonLibraryLoader python_loader = nullptr, std::string scratch_dir = "",
+                          std::string library_cache = "");
   ~KernelResolver();  // removes the private copies
   // NOT_FOUND (naming what exists) for unknown libraries or kernels;
   // FAILED_PRECONDITION for a library whose build_id differs from the one
@@ -56,8 +61,11 @@ class KernelResolver {
   absl::StatusOr<const mxval_kernel*> Resolve(const v1::KernelRef& ref);
 
  private:
-  absl::StatusOr<std::unique_ptr<KernelLibrary>> OpenPython(const v1::KernelRef& ref);
-  std::string dir_, builtin_dir_;
+  // From `dir`: the kernel directory or a cache slot.
+  absl::StatusOr<std::unique_ptr<KernelLibrary>> OpenPython(const v1::KernelRef& ref, const std::string& dir);
+  // From the kernel directory, else from the cache.
+  absl::StatusOr<std::unique_ptr<KernelLibrary>> OpenExternal(const v1::KernelRef& ref);
+  std::string dir_, builtin_dir_, cache_dir_;
   PythonLibraryLoader python_loader_;
   std::string scratch_dir_;
   std::vector<std::string> copies_;

@@ -38,6 +38,15 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions o) {
                                                                   ? w->options_.credentials
                                                                   : grpc::InsecureChannelCredentials());
   w->stub_ = v1::WorkerService::NewStub(w->channel_);
+  if (!w->options_.library_cache.dir.empty()) {
+    Worker* self = w.get();
+    w->cache_ = std::make_unique<LibraryCache>(
+        w->options_.library_cache,
+        [self](const std::string& sha256, const std::function<absl::Status(int64_t, v1::LibraryFormat)>& begin,
+               const std::function<absl::Status(absl::string_view)>& write) {
+          return self->FetchContent(sha256, begin, write);
+        });
+  }
   absl::MutexLock l(&w->mu_);
   w->consecutive_failures_.assign(w->options_.devices.size(), 0);
   return w;
@@ -151,7 +160,63 @@ bool Worker::Report(const std::string& lease_id, const v1::TaskResult& result, i
   }
 }
 
+absl::Status Worker::FetchContent(const std::string& sha256,
+                                  const std::function<absl::Status(int64_t, v1::LibraryFormat)>& begin,
+                                  const std::function<absl::Status(absl::string_view)>& write) {
+  v1::FetchKernelLibraryRequest req;
+  req.set_worker_id(options_.worker_id);
+  req.set_sha256(sha256);
+  // Long enough for the largest library over a slow link; a dead
+  // coordinator still ends it (keepalive-free: the deadline does).
+  auto ctx = Ctx(absl::Minutes(10));
+  auto reader = stub_->FetchKernelLibrary(ctx.get(), req);
+  v1::FetchKernelLibraryResponse m;
+  absl::Status st;
+  for (bool first = true; st.ok() && reader->Read(&m); first = false) {
+    if (first) st = begin(m.content_bytes(), m.format());
+    if (st.ok()) st = write(m.chunk());
+  }
+  if (!st.ok()) {
+    ctx->TryCancel();
+    while (reader->Read(&m)) {
+    }
+    (void)reader->Finish();
+    return st;
+  }
+  const grpc::Status g = reader->Finish();
+  if (g.ok()) return absl::OkStatus();
+  const auto code = static_cast<absl::StatusCode>(static_cast<int>(g.error_code()));
+  return absl::Status(code == absl::StatusCode::kNotFound ? code : absl::StatusCode::kUnavailable,
+                      absl::StrCat("fetching library content ", sha256, " from the coordinator: ", g.error_message()));
+}
+
+std::map<std::string, std::string> Worker::EnsureLibraries(const v1::TaskSpec& task, std::string* infra) {
+  std::map<std::string, std::string> side_errors;
+  if (cache_ == nullptr) return side_errors;
+  for (const auto& [side, ref] : {std::pair<std::string, const v1::KernelRef*>{"baseline", &task.baseline_kernel()},
+                                  {"candidate", &task.candidate_kernel()}}) {
+    if (ref->sha256().empty()) continue;  // a built-in library
+    const absl::Status st = cache_->Ensure(*ref);
+    if (st.ok() || absl::IsNotFound(st)) continue;  // not found: registered without content, --kernel-dir only
+    if (absl::IsUnavailable(st)) {
+      *infra = std::string(st.message());
+      continue;
+    }
+    side_errors[side] = std::string(st.message());
+  }
+  return side_errors;
+}
+
 namespace {
+
+// Gives `run` the library fetch's error (its verdict ERROR) when its child
+// could not load the library either.
+void ApplyFetchError(const std::string& error, v1::KernelRun* run) {
+  if (run->accuracy().verdict() == v1::VERDICT_PASS) return;
+  v1::Accuracy* a = run->mutable_accuracy();
+  a->set_verdict(v1::VERDICT_ERROR);
+  a->set_reason(a->reason().empty() ? error : absl::StrCat(error, "; ", a->reason()));
+}
 
 // Empties `dir` (a serving child's scratch directory after the child ended).
 void ClearDirectory(const std::string& dir) {
@@ -215,6 +280,8 @@ void Worker::Executor(int slot) {
       absl::MutexLock l(&mu_);
       running_leases_.insert(lease.lease_id());
     }
+    std::string fetch_infra;
+    const std::map<std::string, std::string> fetch_errors = EnsureLibraries(lease.task(), &fetch_infra);
     ChildOptions co;
     co.argv = options_.child_argv;
     const bool python = HasPythonSide(lease.task());
@@ -228,7 +295,9 @@ void Worker::Executor(int slot) {
     }
     co.timeout = options_.task_timeout;
     absl::StatusOr<ChildOutcome> outcome = absl::FailedPreconditionError(options_.python_unavailable);
-    if (python && !options_.python_child_argv.empty() && options_.python_serving) {
+    if (!fetch_infra.empty()) {
+      outcome = absl::UnavailableError(fetch_infra);  // another worker (or a later try) may reach the coordinator
+    } else if (python && !options_.python_child_argv.empty() && options_.python_serving) {
       if (python_child == nullptr) {
         // The serving child copies library trees here; it ends without
         // cleaning up (os._exit, SIGKILL), so the worker does.
@@ -259,6 +328,10 @@ void Worker::Executor(int slot) {
       // how the child ended). The task is done, not an infrastructure failure.
       infra = false;
       result = std::move(written.back());
+      if (auto e = fetch_errors.find("baseline"); e != fetch_errors.end()) ApplyFetchError(e->second, result.mutable_baseline());
+      if (auto e = fetch_errors.find("candidate"); e != fetch_errors.end()) {
+        ApplyFetchError(e->second, result.mutable_candidate());
+      }
       if (!outcome->success && result.roofline().note() == kRooflineInterruptedNote) {
         absl::StrAppend(result.mutable_roofline()->mutable_note(), " (", outcome->Describe(), ")");
       }

@@ -11,6 +11,8 @@
 #define MXVAL_SERVICE_WORKER_WORKER_H_
 
 #include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -22,6 +24,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "mxval/v1/mxval.grpc.pb.h"
+#include "service/worker/library_cache.h"
 #include "service/worker/worker_metrics.h"
 
 namespace mxval {
@@ -56,6 +59,11 @@ struct WorkerOptions {
   absl::Duration rpc_timeout = absl::Seconds(15);
   int unhealthy_after = 3;
   WorkerMetrics* metrics = nullptr;  // optional
+  // Registered libraries a task names are fetched from the coordinator into
+  // this cache before the task's child runs (library_cache.h); child_argv
+  // must pass the same directory as --library-cache. Empty dir: nothing is
+  // fetched (the child finds libraries only in its --kernel-dir).
+  LibraryCacheOptions library_cache;
 };
 
 class Worker {
@@ -84,10 +92,19 @@ class Worker {
   bool Report(const std::string& lease_id, const v1::TaskResult& result, int device_index,
               v1::LeaseTaskResponse* next);
   std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration d) const;
+  // Fetches the external libraries `task` names into the library cache.
+  // Returns a side's error ("baseline"/"candidate" -> why its library is
+  // unusable: a digest mismatch, content too large); a fetch that failed
+  // for want of the coordinator is an infrastructure failure (*infra).
+  std::map<std::string, std::string> EnsureLibraries(const v1::TaskSpec& task, std::string* infra);
+  absl::Status FetchContent(const std::string& sha256,
+                            const std::function<absl::Status(int64_t, v1::LibraryFormat)>& begin,
+                            const std::function<absl::Status(absl::string_view)>& write);
 
   WorkerOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
+  std::unique_ptr<LibraryCache> cache_;  // null without options_.library_cache.dir
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> completed_{0}, infra_failures_{0};
   std::atomic<int64_t> heartbeat_ms_{1000};  // from the coordinator at registration
