@@ -144,6 +144,7 @@ TEST(KernelAbi, XStridesBeyondTheRowPitchAreChecked) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
     EXPECT_NE(r.status().message().find("declined by can_implement"), std::string::npos) << r.status();
     EXPECT_NE(r.status().message().find("needs x_stride_k == 1"), std::string::npos) << r.status();
+    EXPECT_TRUE(r.status().GetPayload(kDeclinedPayload).has_value()) << "marked as the kernel's decision";
   }
   // The row-pitch layout alone keeps x_stride_k = 1: all three pass.
   CaseSpec spec;

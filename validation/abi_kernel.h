@@ -21,6 +21,8 @@ inline constexpr size_t kWorkspaceGuardBytes = 256;
 // by can_implement: ..." (the kernel's reason), so it reads as the
 // kernel's own decision, not as a failed run.
 absl::Status CheckCanImplement(const mxval_kernel& kernel, const mxval_gemm_args& args, const TileConfig& config);
+// The payload CheckCanImplement and FirstAcceptedConfig put on a refusal.
+inline constexpr char kDeclinedPayload[] = "mxval.dev/declined";
 
 // The first of the kernel's declared configs (mxval_kernel.configs) that
 // its can_implement accepts for `args`: how a side runs with the

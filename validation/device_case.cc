@@ -114,8 +114,6 @@ KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config
     if (&d != &data_) return absl::InvalidArgumentError("DeviceCase::Kernel used with a different case");
     Set& s = sets_[0];
     mxval_gemm_args a = Args(s);
-    a.launch_flags = flags;
-    MXVAL_RETURN_IF_ERROR(CheckCanImplement(*kernel, a, config));
     MXVAL_RETURN_IF_ERROR(Grow(s.workspace, WorkspaceSize(*kernel, a, config)));
     MXVAL_RETURN_IF_ERROR(rt_.Memset(s.workspace.get(), 0xFF, s.workspace.bytes()));
     const size_t y_bytes = d.y_elems * sizeof(uint16_t);
@@ -123,6 +121,7 @@ KernelFn DeviceCase::Kernel(const mxval_kernel* kernel, const TileConfig& config
     MXVAL_RETURN_IF_ERROR(ArmGuards(s));
     a = Args(s);
     a.launch_flags = flags;
+    MXVAL_RETURN_IF_ERROR(CheckCanImplement(*kernel, a, config));  // with the arguments run() gets
     if (flags & MXVAL_LAUNCH_PDL) {
       MXVAL_RETURN_IF_ERROR(Grow(late_x_, s.x.bytes()));
       MXVAL_RETURN_IF_ERROR(Grow(late_y_, y_bytes));

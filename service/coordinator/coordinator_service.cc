@@ -464,10 +464,14 @@ grpc::Status Coordinator::ReportResult(grpc::ServerContext* ctx, const v1::Repor
                     r.candidate().accuracy().verdict() == v1::VERDICT_PASS;
   // A failing result is confirmed by one re-run on the same inputs
   // (preferably elsewhere) before it is final: triage tells flaky from real.
+  // Not when every side that did not pass was declined by its kernel's
+  // can_implement: that is a function of the arguments alone.
+  const auto settled = [](const v1::KernelRun& k) { return k.accuracy().verdict() == v1::VERDICT_PASS || k.declined(); };
+  const bool verify = !pass && !(settled(r.baseline()) && settled(r.candidate()));
   bool requeued = false;
   const absl::Status st =
       infra ? scheduler_->FailInfra(req->lease_id(), r.attempts(r.attempts_size() - 1).failure_detail(), &ran)
-            : scheduler_->Complete(req->lease_id(), r.SerializeAsString(), &ran, /*verify=*/!pass, &requeued);
+            : scheduler_->Complete(req->lease_id(), r.SerializeAsString(), &ran, verify, &requeued);
   if (absl::IsFailedPrecondition(st)) {
     resp->set_accepted(false);  // the lease was lost: not recorded, and that is final
   } else if (!st.ok()) {

@@ -74,12 +74,15 @@ class CoordinatorServiceTest : public ::testing::Test {
     *r->mutable_shape() = lease.task().shape();
     r->set_m(lease.task().m());
     r->mutable_baseline()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
-    r->mutable_candidate()->mutable_accuracy()->set_verdict(lease.task().m() == 2 ? v1::VERDICT_FAIL_MISMATCH
-                                                                                   : v1::VERDICT_PASS);
+    r->mutable_candidate()->mutable_accuracy()->set_verdict(lease.task().m() != 2 ? v1::VERDICT_PASS
+                                                            : decline_m2_         ? v1::VERDICT_ERROR
+                                                                                  : v1::VERDICT_FAIL_MISMATCH);
+    r->mutable_candidate()->set_declined(decline_m2_ && lease.task().m() == 2);
     v1::ReportResultResponse resp;
     return workers_->ReportResult(Ctx().get(), rr, &resp).ok() && resp.accepted();
   }
 
+  bool decline_m2_ = false;  // WorkOne: the M=2 candidates are declined by can_implement, not failed
   FakeClock clock_;
   Scheduler scheduler_{&clock_, WithFailurePredicate(MakeSchedulerOptions(absl::Seconds(30), 3, 10000))};
   std::unique_ptr<Coordinator> coordinator_;
@@ -146,6 +149,31 @@ TEST_F(CoordinatorServiceTest, BadSpecsAreInvalidArgumentAndStoreNothing) {
   ASSERT_TRUE(jobs_->ListJobs(Ctx().get(), v1::ListJobsRequest(), &list).ok());
   EXPECT_EQ(list.jobs_size(), 0);
   EXPECT_EQ(scheduler_.QueuedTasks(), 0);
+}
+
+// A side its kernel's can_implement declined is an ERROR by a deterministic
+// decision: final at once, not re-run to verify like a failing run.
+TEST_F(CoordinatorServiceTest, DeclinedSidesAreNotReRun) {
+  Register("w1");
+  decline_m2_ = true;
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = Spec();
+  v1::SubmitJobResponse sub;
+  ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &sub).ok());
+  int done = 0;
+  while (WorkOne("w1")) ++done;
+  EXPECT_EQ(done, 4);
+  v1::GetJobRequest g;
+  g.set_job_id(sub.job().job_id());
+  g.set_include_results(true);
+  v1::Job job;
+  ASSERT_TRUE(jobs_->GetJob(Ctx().get(), g, &job).ok());
+  EXPECT_EQ(job.state(), v1::JOB_STATE_DONE);
+  ASSERT_EQ(job.results_size(), 4);
+  for (const v1::TaskResult& r : job.results()) {
+    EXPECT_EQ(r.attempts_size(), 1) << "m=" << r.m();
+    EXPECT_EQ(r.candidate().declined(), r.m() == 2);
+  }
 }
 
 TEST_F(CoordinatorServiceTest, SubmitWorkWatchAndGet) {

@@ -72,6 +72,12 @@ void SetError(v1::KernelRun* out, absl::string_view reason) {
   out->mutable_accuracy()->set_reason(std::string(reason));
 }
 
+// An ERROR from a kernel's run; `declined` when its can_implement refused.
+void SetError(v1::KernelRun* out, const absl::Status& st) {
+  SetError(out, st.message());
+  out->set_declined(st.GetPayload(kDeclinedPayload).has_value());
+}
+
 const char* DeviceName(int32_t d) {
   return d == MXVAL_DEVICE_CUDA ? "CUDA" : d == MXVAL_DEVICE_HIP ? "HIP" : d == MXVAL_DEVICE_CPU ? "CPU" : "unknown";
 }
@@ -249,7 +255,7 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
     const mxval_gemm_args probe = AbiArgsFor(data, data.x_bf16.data(), data.packed.data(), data.scales.data(), no_y,
                                              nullptr, 0, nullptr);
     auto chosen = FirstAcceptedConfig(**kernel, probe);
-    if (!chosen.ok()) return SetError(out, chosen.status().message());
+    if (!chosen.ok()) return SetError(out, chosen.status());
     tile = *chosen;
     v1::TileConfig* c = out->mutable_config();
     c->set_block_m(tile.block_m), c->set_block_n(tile.block_n), c->set_block_k(tile.block_k);
@@ -260,7 +266,7 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
   if (kdev == MXVAL_DEVICE_CPU) {
     auto r = CheckKernel(data, HostAbiKernel(*kernel, tile), co, &reference);
     first_run_done();
-    if (!r.ok()) return SetError(out, r.status().message());
+    if (!r.ok()) return SetError(out, r.status());
     FillAccuracy(r->accuracy, out->mutable_accuracy());
     t->set_median_us(Percentile(r->kernel_times, 0.5) * 1e6);
     t->set_p10_us(Percentile(r->kernel_times, 0.1) * 1e6);
@@ -292,7 +298,7 @@ void RunSide(const CaseData& data, const ReferenceOutput& reference, const Check
         dev.fault = std::string(r.status().message());
         return SetError(out, absl::StrCat("device fault: ", r.status().message()));
       }
-      return SetError(out, r.status().message());
+      return SetError(out, r.status());
     }
     FillAccuracy(r->accuracy, out->mutable_accuracy());
     if ((flags & MXVAL_LAUNCH_PDL) && out->accuracy().verdict() != v1::VERDICT_PASS) {
