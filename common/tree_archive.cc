@@ -22,10 +22,17 @@ constexpr int kMaxSizeDigits = 18;  // any 18-digit number fits in int64_t
 std::string BadPath(const std::string& path) {
   if (path.empty()) return "empty path";
   if (path.front() == '/') return "absolute path";
-  for (absl::string_view c : absl::StrSplit(path, '/')) {
+  // The digest (common/tree_digest.cc) skips directories named __pycache__
+  // or .git and files ending in .pyc; a regular file named .git (a
+  // submodule's or worktree's pointer) is part of it.
+  const std::vector<absl::string_view> parts = absl::StrSplit(path, '/');
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const absl::string_view c = parts[i];
     if (c.empty()) return "empty path component";
     if (c == "." || c == "..") return absl::StrCat("'", c, "' component");
-    if (c == "__pycache__" || c == ".git") return absl::StrCat("'", c, "' component (not part of a tree's digest)");
+    if (i + 1 < parts.size() && (c == "__pycache__" || c == ".git")) {
+      return absl::StrCat("'", c, "' directory (not part of a tree's digest)");
+    }
   }
   if (absl::EndsWith(path, ".pyc")) return ".pyc file (not part of a tree's digest)";
   return "";

@@ -60,6 +60,8 @@ TEST_F(TreeArchiveTest, ArchiveDigestIsTheTreeDigestAndExtractsToTheSameTree) {
   Write(src, "pkg/a.b", "");
   Write(src, "pkg/__pycache__/kernel.cpython-311.pyc", "ignored");
   Write(src, "z.pyc", "ignored");
+  Write(src, "sub/.git", "gitdir: ../.git/modules/sub");  // a submodule's pointer file: part of the digest
+  Write(src, ".git/HEAD", "ignored");
   std::string archive;
   auto digest = WriteTreeArchive(src, [&](absl::string_view b) {
     archive.append(b.data(), b.size());
@@ -75,9 +77,11 @@ TEST_F(TreeArchiveTest, ArchiveDigestIsTheTreeDigestAndExtractsToTheSameTree) {
   TreeArchiveReader r({}, &sink);
   for (size_t i = 0; i < archive.size(); i += 7777) ASSERT_TRUE(r.Feed(archive.substr(i, 7777)).ok());
   ASSERT_TRUE(r.Finish().ok());
-  EXPECT_EQ(r.files(), 3);
+  EXPECT_EQ(r.files(), 4);
   EXPECT_EQ(*TreeSha256(dst), *digest);
   EXPECT_FALSE(fs::exists(dst + "/pkg/__pycache__"));
+  EXPECT_TRUE(fs::exists(dst + "/sub/.git"));
+  EXPECT_FALSE(fs::exists(dst + "/.git"));
 }
 
 TEST_F(TreeArchiveTest, HostileArchivesAreRefusedNamingTheEntry) {

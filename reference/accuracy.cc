@@ -57,6 +57,7 @@ AccuracyReport CompareOutputs(const GemmShape& s, const float* got, const YStrid
         } else if (!std::isfinite(wv)) {
           // Reference non-finite: output must be the same non-finite value.
           bad = !((std::isnan(wv) && std::isnan(gv)) || gv == wv);
+          rep.special_mismatch_count += bad;
         } else if (!std::isfinite(gv)) {
           if (std::isnan(gv)) ++rep.nan_count;
           else ++rep.inf_count;
@@ -106,7 +107,8 @@ AccuracyReport CompareOutputs(const GemmShape& s, const float* got, const YStrid
     rep.verdict = Verdict::kFailCatastrophic;
     rep.reason = absl::StrFormat("relative Frobenius error %.3g, cosine %.6f: the output is a different function",
                                  rep.rel_fro_err, rep.cosine);
-  } else if (rep.mismatch_count > 0 && rep.mismatch_fraction > tol.max_mismatch_fraction) {
+  } else if (rep.mismatch_count > 0 &&
+             (rep.mismatch_fraction > tol.max_mismatch_fraction || rep.special_mismatch_count > 0)) {
     const ElementError& e = rep.first_mismatches.front();
     rep.verdict = Verdict::kFailMismatch;
     rep.reason = absl::StrFormat(

@@ -72,6 +72,10 @@ struct AccuracyReport {
   int64_t inf_count = 0;         // Inf in output where the reference is finite
   int64_t unwritten_count = 0;   // poison left in output
   int64_t mismatch_count = 0;    // outside tolerance (includes the above)
+  // Where the reference is NaN or +-Inf (special values inside K) and the
+  // output is not the same: the format's rules broken. Never tolerated by
+  // max_mismatch_fraction. Included in mismatch_count.
+  int64_t special_mismatch_count = 0;
   int64_t accumulation_allowed = 0;  // outside (atol, rtol) but within the fp32 accumulation bound
   double mismatch_fraction = 0;
   std::vector<ElementError> first_mismatches;  // up to 8, in index order

@@ -2,6 +2,9 @@
 // validated and (for the buggy plugin) caught through the same path.
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <set>
+
 #include "gtest/gtest.h"
 #include "kernels/abi/kernel_library.h"
 #include "kernels/cpu/cpu_kernel_library.h"
@@ -175,7 +178,9 @@ TEST(KernelAbi, SpecialValuesFollowTheFormatsRules) {
     auto d = CaseData::Build(spec);
     ASSERT_TRUE(d.ok()) << d.status();
     ASSERT_EQ(d->special_b, 2);
-    EXPECT_EQ(static_cast<int64_t>(d->special_rows.size()), std::min<int64_t>(M, 3));
+    // One row in each of the last batches, leaving one row (of B * M) finite.
+    ASSERT_EQ(d->special_rows.size(), M == 1 ? 2u : 3u);
+    for (size_t i = 0; i < d->special_rows.size(); ++i) EXPECT_EQ(d->special_rows[i].first, 2 - static_cast<int64_t>(i));
     auto ref = ComputeReference(*d, {});
     ASSERT_TRUE(ref.ok());
     int64_t nonfinite = 0, special_outputs = 0;
@@ -199,10 +204,51 @@ TEST(KernelAbi, SpecialValuesFollowTheFormatsRules) {
     EXPECT_EQ(r->verdict, reference::Verdict::kFailMismatch) << r->reason;
     EXPECT_NE(r->reason.find("only the"), std::string::npos) << r->reason;
     EXPECT_NE(r->reason.find("fed by NaN/Inf inputs"), std::string::npos) << r->reason;
+    // Breaking the format's rules is never within max_mismatch_fraction.
+    {
+      auto d2 = CaseData::Build(spec);
+      ASSERT_TRUE(d2.ok());
+      CheckOptions lenient;
+      lenient.tolerance.max_mismatch_fraction = 0.9;
+      auto r2 = CheckKernel(*d2, HostAbiKernel(naive, TileConfig{}), lenient);
+      ASSERT_TRUE(r2.ok());
+      EXPECT_EQ(r2->accuracy.verdict, reference::Verdict::kFailMismatch) << r2->accuracy.reason;
+      EXPECT_GT(r2->accuracy.special_mismatch_count, 0);
+      // Sampled reference rows always include the rows fed by special values.
+      CheckOptions sampled;
+      sampled.sample_above_m = 0;
+      sampled.sample_rows = 1;
+      auto ref2 = ComputeReference(*d2, sampled);
+      ASSERT_TRUE(ref2.ok());
+      for (const auto& [b, m] : d2->special_rows) {
+        EXPECT_TRUE(std::find(ref2->rows.begin(), ref2->rows.end(), m) != ref2->rows.end()) << m;
+      }
+    }
     // Without special values the naive decode is right.
     spec.specials = SpecialValues::kNone;
     r = Check(naive, spec);
     ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->verdict, reference::Verdict::kPass) << r->reason;
+  }
+}
+
+// With one batch the three special rows are rows of it (as many as M has).
+TEST(KernelAbi, SpecialValuesWithOneBatch) {
+  for (const int64_t M : {1, 2, 5}) {
+    CaseSpec spec;
+    spec.shape = {1, M, 32, 64};
+    spec.specials = SpecialValues::kMixed;
+    auto d = CaseData::Build(spec);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(static_cast<int64_t>(d->special_rows.size()), std::min<int64_t>(M - 1, 3));
+    std::set<int64_t> rows;
+    for (const auto& [b, m] : d->special_rows) {
+      EXPECT_EQ(b, 0);
+      rows.insert(m);
+    }
+    EXPECT_EQ(rows.size(), d->special_rows.size()) << "distinct rows";
+    auto r = Check(PluginKernel(""), spec);
+    ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->verdict, reference::Verdict::kPass) << r->reason;
   }
 }

@@ -56,30 +56,39 @@ void ApplyExtremeScales(CaseData& d, int64_t prow, int64_t srow) {
     }
 }
 
-// The mixed special values (common/inputs.h) in the last batch, at
-// positions drawn from the case's seed.
+// The mixed special values (common/inputs.h) at positions drawn from the
+// case's seed: the NaN scale in the last batch; the three x rows in the
+// last three batches (row m0 of each), or, with fewer batches, in further
+// rows of them. At least one output row stays finite, and some column:
+// an output that is all NaN/Inf has no finite reference to check numbers
+// against (the comparison calls it INVALID).
 void ApplySpecials(CaseData& d, int64_t srow) {
   const GemmShape& s = d.spec.shape;
   std::mt19937_64 rng(OperandSeed(d.spec.seed, 8'000'000));
-  const int64_t b = s.B - 1, groups = s.K / 32;
-  d.special_b = b;
-  d.special_n = static_cast<int64_t>(rng() % s.N);
-  d.scales[(b * s.N + d.special_n) * srow + static_cast<int64_t>(rng() % groups)] = mxfp4::kScaleNaN;
+  const int64_t groups = s.K / 32;
+  const int64_t n = static_cast<int64_t>(rng() % s.N), g = static_cast<int64_t>(rng() % groups);
+  if (s.B * s.N >= 2) {
+    d.special_b = s.B - 1;
+    d.special_n = n;
+    d.scales[(d.special_b * s.N + n) * srow + g] = mxfp4::kScaleNaN;
+  }
   if (d.spec.activations != ActivationMode::kBf16) return;
   const float inf = std::numeric_limits<float>::infinity();
-  auto at = [&](int64_t m, int64_t k) -> float& { return d.x_f32[b * d.xs.b + m * d.xs.m + k * d.xs.k]; };
-  const int64_t rows = std::min<int64_t>(3, s.M), m0 = static_cast<int64_t>(rng() % s.M);
-  for (int64_t i = 0; i < rows; ++i) {
-    const int64_t m = (m0 + i) % s.M;
-    d.special_rows.push_back(m);
+  const int64_t m0 = static_cast<int64_t>(rng() % s.M);
+  for (int64_t i = 0; i < std::min<int64_t>(3, s.B * s.M - 1); ++i) {
+    const int64_t b = s.B - 1 - i % s.B, step = i / s.B;
+    if (step >= s.M) break;  // fewer than three (batch, row) slots
+    const int64_t m = (m0 + step) % s.M;
+    auto at = [&](int64_t k) -> float& { return d.x_f32[b * d.xs.b + m * d.xs.m + k * d.xs.k]; };
+    d.special_rows.push_back({b, m});
     const int64_t k = static_cast<int64_t>(rng() % s.K);
     if (i == 0) {
-      at(m, k) = inf;
+      at(k) = inf;
     } else if (i == 1) {
-      at(m, k) = std::numeric_limits<float>::quiet_NaN();
+      at(k) = std::numeric_limits<float>::quiet_NaN();
     } else {
-      at(m, k) = inf;  // and -Inf in another 32-group when there is one
-      at(m, groups > 1 ? (k + 32) % s.K : (k + 1) % s.K) = -inf;
+      at(k) = inf;  // and -Inf in another 32-group when there is one
+      at(groups > 1 ? (k + 32) % s.K : (k + 1) % s.K) = -inf;
     }
   }
 }
@@ -108,13 +117,16 @@ absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes
     return absl::InvalidArgumentError("x_gen: generator 'extreme-scales' is for the weights only");
   }
   if (spec.x_layout == XLayout::kMMajor && spec.strided_x) {
-    return absl::InvalidArgumentError("x layout m-major has no row pitch: not with strided_x");
+    return absl::InvalidArgumentError("shape.x_layout: m-major x has no row pitch, so not with strided_x");
   }
   const GemmShape& s = spec.shape;
   const int64_t rows_g = s.M + spec.guard_rows;
   const int64_t kstep = spec.x_layout == XLayout::kKStrided ? 2 : 1;
   const int64_t pitch = kstep * s.K + (spec.strided_x ? spec.x_pitch_extra : 0);
-  const int64_t x_elems = s.B * rows_g * pitch;
+  // M-major x is stored (B, K + 1, M + guard rows): the row past K is a NaN
+  // guard, as the row pitch is for row-major layouts with strided_x.
+  const bool m_major = spec.x_layout == XLayout::kMMajor;
+  const int64_t x_elems = m_major ? s.B * (s.K + 1) * rows_g : s.B * rows_g * pitch;
   const int64_t guard_groups = spec.guard_groups >= 0 ? spec.guard_groups : DefaultScaleGuardGroups(s.K);
   const int64_t prow = s.K / 2 + 16, srow = s.K / 32 + guard_groups;
   const int64_t bytes = x_elems * 6 + s.B * s.N * (prow + srow) + s.B * s.M * s.N * 6;
@@ -126,7 +138,7 @@ absl::StatusOr<CaseData> CaseData::Build(const CaseSpec& spec, int64_t max_bytes
   CaseData d;
   d.spec = spec;
   d.x_f32.assign(x_elems, std::numeric_limits<float>::quiet_NaN());
-  if (spec.x_layout == XLayout::kMMajor) d.xs = {pitch * rows_g, 1, rows_g};  // memory (B, K, M+g)
+  if (m_major) d.xs = {(s.K + 1) * rows_g, 1, rows_g};                        // memory (B, K+1, M+g)
   else if (spec.strided_x) d.xs = {pitch, s.B * pitch, kstep};                // memory (M+g, B, pitch)
   else d.xs = {rows_g * pitch, pitch, kstep};                                 // memory (B, M+g, pitch)
   for (int64_t b = 0; b < s.B; ++b) {
@@ -171,7 +183,13 @@ absl::StatusOr<ReferenceOutput> ComputeReference(const CaseData& d, const CheckO
   reference::ReferenceOptions ropt;
   ropt.activations = d.spec.activations;
   ropt.threads = opt.threads;
-  if (s.M > opt.sample_above_m) ropt.rows = reference::SampleRows(s.M, opt.sample_rows, d.spec.seed);
+  if (s.M > opt.sample_above_m) {
+    ropt.rows = reference::SampleRows(s.M, opt.sample_rows, d.spec.seed);
+    // The rows fed by special values are always checked.
+    for (const auto& [b, m] : d.special_rows) ropt.rows.push_back(m);
+    std::sort(ropt.rows.begin(), ropt.rows.end());
+    ropt.rows.erase(std::unique(ropt.rows.begin(), ropt.rows.end()), ropt.rows.end());
+  }
   ref.rows = ropt.rows;
   ref.want.assign(d.y_elems, 0.0f);
   const auto t0 = std::chrono::steady_clock::now();
@@ -209,24 +227,23 @@ std::string GuardViolation(const std::vector<uint16_t>& buf, int64_t y_elems) {
 // numbers (each such output's expected value is NaN or +-Inf).
 void ExplainSpecialMismatches(const CaseData& d, const std::vector<float>& got, const ReferenceOutput& ref,
                               reference::AccuracyReport* acc) {
+  if (acc->special_mismatch_count == 0 || acc->special_mismatch_count != acc->mismatch_count) return;
   const GemmShape& s = d.spec.shape;
-  if (acc->unwritten_count > 0 || acc->nan_count + acc->inf_count > 0) return;
-  int64_t bad = 0;
   std::string first;
   const int64_t nrows = ref.rows.empty() ? s.M : static_cast<int64_t>(ref.rows.size());
-  for (int64_t ri = 0; ri < nrows; ++ri) {
-    const int64_t m = ref.rows.empty() ? ri : ref.rows[ri];
-    for (int64_t n = 0; n < s.N; ++n) {
-      if (!d.IsSpecialOutput(d.special_b, m, n)) continue;
-      const int64_t i = d.special_b * d.ys.b + m * d.ys.m + n;
-      const float g = got[i], w = ref.want[i];
-      if ((std::isnan(g) && std::isnan(w)) || g == w) continue;
-      if (bad++ == 0) first = absl::StrCat("first at [b=", d.special_b, ", m=", m, ", n=", n, "]: got ", g, ", want ", w);
+  for (int64_t b = 0; b < s.B && first.empty(); ++b)
+    for (int64_t ri = 0; ri < nrows && first.empty(); ++ri) {
+      const int64_t m = ref.rows.empty() ? ri : ref.rows[ri];
+      for (int64_t n = 0; n < s.N; ++n) {
+        const int64_t i = b * d.ys.b + m * d.ys.m + n;
+        const float g = got[i], w = ref.want[i];
+        if (std::isfinite(w) || (std::isnan(g) && std::isnan(w)) || g == w) continue;
+        first = absl::StrCat("first at [b=", b, ", m=", m, ", n=", n, "]: got ", g, ", want ", w);
+        break;
+      }
     }
-  }
-  if (bad == 0 || bad != acc->mismatch_count) return;
   acc->reason = absl::StrCat(
-      "only the ", bad, " output(s) fed by NaN/Inf inputs differ (", first,
+      "only the ", acc->special_mismatch_count, " output(s) fed by NaN/Inf inputs differ (", first,
       "): the format's rules are a NaN scale (0xFF) makes its whole group NaN, Inf x 0 is NaN, Inf - Inf is NaN; "
       "every finite output matches (inputs.specialValues: none leaves special values out)");
 }
@@ -280,7 +297,7 @@ absl::StatusOr<CaseResult> CheckKernel(const CaseData& d, const KernelFn& kernel
   if (!out_of_bounds.empty()) {
     res.accuracy.verdict = reference::Verdict::kFailOutOfBounds;
     res.accuracy.reason = out_of_bounds;
-  } else if (res.accuracy.verdict == reference::Verdict::kFailMismatch && d.special_b >= 0) {
+  } else if (res.accuracy.verdict == reference::Verdict::kFailMismatch && d.spec.specials == SpecialValues::kMixed) {
     ExplainSpecialMismatches(d, got, *reference, &res.accuracy);
   }
   return res;

@@ -44,8 +44,8 @@ struct CaseSpec {
   bool strided_x = false;
   int64_t x_pitch_extra = 64;  // x_pitch = K + this when strided
   // x_stride_k != 1 (kernel_api.h allows it): K-strided rows of pitch
-  // 2K (+ the extra when strided_x), or M-major (B, K, M + guard_rows)
-  // storage (not with strided_x).
+  // 2K (+ the extra when strided_x), or M-major (B, K + 1, M + guard_rows)
+  // storage with a NaN row past K (not with strided_x).
   XLayout x_layout = XLayout::kKContiguous;
   GeneratorSpec x_gen;
   GeneratorSpec w_gen;
@@ -86,15 +86,15 @@ struct CaseData {
   WeightView w;
   YStrides ys;
   int64_t y_elems = 0;
-  // Where the special values went (specials = mixed): batch, the weight
-  // row with the NaN scale, the x rows holding Inf/NaN. -1: none.
+  // Where the special values went (specials = mixed): the weight row
+  // (special_b, special_n) with the NaN scale, and the x rows (b, m)
+  // holding Inf/NaN. -1: none.
   int64_t special_b = -1, special_n = -1;
-  std::vector<int64_t> special_rows;
+  std::vector<std::pair<int64_t, int64_t>> special_rows;
   bool IsSpecialOutput(int64_t b, int64_t m, int64_t n) const {
-    if (b != special_b) return false;
-    if (n == special_n) return true;
-    for (int64_t r : special_rows)
-      if (r == m) return true;
+    if (b == special_b && n == special_n) return true;
+    for (const auto& [rb, rm] : special_rows)
+      if (rb == b && rm == m) return true;
     return false;
   }
 

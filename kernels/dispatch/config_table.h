@@ -90,8 +90,8 @@ class ConfigTable {
                                                           const std::string& kernel, const ConfigTableOptions& o);
   std::string EntryName(const std::string& op, const std::string& key, const Bucket& b) const;
   std::string arch_, kernel_;
-  bool flat_ = false;
-  bool fit_ksplit_ = true;  // !allow_unknown_keys  // AITER's flat file: one set of buckets for every op and shape
+  bool flat_ = false;        // AITER's flat file: one set of buckets for every op and shape
+  bool fit_ksplit_ = true;   // NUM_KSPLIT lowered at lookup (not allow_unknown_keys)
   // op -> shape key -> buckets sorted by m_leq
   std::map<std::string, std::map<std::string, std::vector<Bucket>>> ops_;
 };

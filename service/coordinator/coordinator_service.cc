@@ -56,7 +56,12 @@ bool TaskFailed(const TaskRecord& t) {
   if (!t.has_result) return false;
   v1::TaskResult r;
   r.ParseFromString(t.result);
-  return r.baseline().accuracy().verdict() != v1::VERDICT_PASS || r.candidate().accuracy().verdict() != v1::VERDICT_PASS;
+  // A side declined by its kernel's can_implement did not fail, unless the
+  // candidate declines what the baseline ran (the change lost that case)
+  // outside a layout probe, which a kernel may decline.
+  const v1::KernelRun &b = r.baseline(), &c = r.candidate();
+  const auto ok = [](const v1::KernelRun& k) { return k.accuracy().verdict() == v1::VERDICT_PASS || k.declined(); };
+  return !ok(b) || !ok(c) || (c.declined() && !b.declined() && !r.shape().layout_probe());
 }
 
 SchedulerOptions WithFailurePredicate(SchedulerOptions o) {

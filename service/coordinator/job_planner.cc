@@ -148,13 +148,18 @@ struct DeclaredKernel {
   std::vector<std::string> archs, activations;
   std::vector<v1::TileConfig> configs;  // empty: none declared (any config)
 
-  // Whether `c` is one of the declared configs (num_stages and num_warps
-  // compared only where both sides give them).
-  bool Declares(const v1::TileConfig& c) const {
+  // Whether `c` is one of the declared configs at reduction length K
+  // (num_stages and num_warps compared only where both sides give them;
+  // NUM_KSPLIT as a table lookup lowers it, to ceil(K / BLOCK_SIZE_K)).
+  bool Declares(const v1::TileConfig& c, int64_t K) const {
     if (configs.empty()) return true;
+    const auto splits = [K](const v1::TileConfig& t) {
+      const int64_t kblocks = t.block_k() > 0 ? (K + t.block_k() - 1) / t.block_k() : 1;
+      return std::min<int64_t>(std::max(1, t.ksplit()), kblocks);
+    };
     for (const v1::TileConfig& d : configs) {
       if (d.block_m() == c.block_m() && d.block_n() == c.block_n() && d.block_k() == c.block_k() &&
-          std::max(1, d.ksplit()) == std::max(1, c.ksplit()) &&
+          splits(d) == splits(c) &&
           (d.num_stages() == 0 || c.num_stages() == 0 || d.num_stages() == c.num_stages()) &&
           (d.num_warps() == 0 || c.num_warps() == 0 || d.num_warps() == c.num_warps())) {
         return true;
@@ -218,9 +223,9 @@ absl::StatusOr<std::optional<DeclaredKernel>> ResolveDeclaredSide(v1::KernelRef*
 // INVALID_ARGUMENT naming the field. A built-in table's entry (`field`
 // empty) it does not declare is cleared, and the worker runs the
 // library's own first config that can_implement accepts.
-absl::Status FitDeclaredConfigs(const std::optional<DeclaredKernel>& d, const std::string& field, v1::TileConfig* c,
-                                std::string* json, std::string* entry) {
-  if (!d || d->Declares(*c)) return absl::OkStatus();
+absl::Status FitDeclaredConfigs(const std::optional<DeclaredKernel>& d, int64_t K, const std::string& field,
+                                v1::TileConfig* c, std::string* json, std::string* entry) {
+  if (!d || d->Declares(*c, K)) return absl::OkStatus();
   if (!field.empty()) {
     return Bad(field, absl::StrCat("entry '", *entry, "' gives ", d->library, "/", d->name, " config ", ConfigKey(*c),
                                    " (block_m.block_n.block_k.ksplit.stages.warps), which is not among the ",
@@ -471,17 +476,22 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
     }
   }
 
-  // Layout probes: each preset shape once more at the smallest M, with x
-  // K-strided (see JobSpec.no_layout_probes).
+  // Layout probes: each preset shape once more at the smallest M (at most
+  // 64), with x K-strided (see JobSpec.no_layout_probes). A probe never
+  // makes a job invalid: one over a cap, or over the task limit, is left out.
   std::vector<v1::Shape> probes;
   if (!spec.no_layout_probes()) {
     for (const v1::Shape& s : shapes)
       if (s.x_layout() == v1::X_LAYOUT_UNSPECIFIED && preset_shapes.count(&s - shapes.data())) {
         probes.push_back(s);
         probes.back().set_x_layout(v1::X_LAYOUT_K_STRIDED);
+        probes.back().set_layout_probe(true);
       }
   }
-  const int64_t probe_m = *std::min_element(spec.m_values().begin(), spec.m_values().end());
+  const int64_t probe_m = std::min<int64_t>(64, *std::min_element(spec.m_values().begin(), spec.m_values().end()));
+  if (static_cast<int64_t>(archs.size()) * (shapes.size() * spec.m_values_size() + probes.size()) > o.max_tasks_per_job) {
+    probes.clear();
+  }
 
   // Whether a side's configs come from the job (its own table, or the
   // baseline table the candidate shares) rather than the built-in table.
@@ -557,13 +567,14 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
         ts.set_candidate_entry(ce->name);
       }
       *ts.mutable_candidate_kernel() = ck;
-      MXVAL_RETURN_IF_ERROR(FitDeclaredConfigs(*base_decl, base_explicit ? "spec.baseline_table" : "",
+      MXVAL_RETURN_IF_ERROR(FitDeclaredConfigs(*base_decl, s.k(), base_explicit ? "spec.baseline_table" : "",
                                                ts.mutable_baseline_config(), ts.mutable_baseline_config_json(),
                                                ts.mutable_baseline_entry()));
-      MXVAL_RETURN_IF_ERROR(FitDeclaredConfigs(*cand_decl,
-                                               spec.has_candidate_override() ? "spec.candidate_override"
-                                               : cand_explicit               ? "spec.candidate_table"
-                                                                             : "",
+      MXVAL_RETURN_IF_ERROR(FitDeclaredConfigs(*cand_decl, s.k(),
+                                               spec.has_candidate_override()         ? "spec.candidate_override"
+                                               : !spec.candidate_table().json().empty() ? "spec.candidate_table"
+                                               : cand_explicit ? "spec.baseline_table (the candidate's table too)"
+                                                               : "",
                                                ts.mutable_candidate_config(), ts.mutable_candidate_config_json(),
                                                ts.mutable_candidate_entry()));
       if (arch != "cpu") {
@@ -597,10 +608,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
         MXVAL_RETURN_IF_ERROR(plan_task(shapes[si], spec.m_values(mi),
                                         absl::StrCat("spec.shapes[", si, "] at m_values[", mi, "]")));
       }
-    for (const v1::Shape& p : probes) {
-      MXVAL_RETURN_IF_ERROR(plan_task(p, probe_m, absl::StrCat("the K-strided probe of ", OpName(p.op()), " B=", p.b(),
-                                                            " N=", p.n(), " K=", p.k(), " at M=", probe_m)));
-    }
+    for (const v1::Shape& p : probes) plan_task(p, probe_m, "a layout probe").IgnoreError();
   }
   return plan;
 }

@@ -271,6 +271,7 @@ TEST(JobPlanner, PresetsAddLayoutProbesAndSpecialValues) {
     keys.insert(plan->tasks[i].dedup_key);
     EXPECT_EQ(t.inputs().special_values(), "mixed");
     EXPECT_EQ(t.shape().x_layout(), i < 6 ? v1::X_LAYOUT_UNSPECIFIED : v1::X_LAYOUT_K_STRIDED) << i;
+    EXPECT_EQ(t.shape().layout_probe(), i >= 6);
     if (i >= 6) {
       EXPECT_EQ(t.m(), 4);
     }
@@ -278,6 +279,13 @@ TEST(JobPlanner, PresetsAddLayoutProbesAndSpecialValues) {
   EXPECT_EQ(keys.size(), 8u);
   EXPECT_TRUE(plan->tasks[6].spec.shape().strided_x()) << "the kup probe keeps its row pitch";
   EXPECT_EQ(plan->tasks[7].spec.shape().op(), v1::OP_VUP);
+
+  // A probe never makes a job invalid: over the task limit they are left out.
+  PlannerOptions tight = o;
+  tight.max_tasks_per_job = 6;
+  auto capped = PlanJob(s, tight);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ(capped->tasks.size(), 6u);
 
   s.set_no_layout_probes(true);
   s.mutable_inputs()->set_special_values("none");
@@ -347,6 +355,27 @@ TEST(JobPlanner, DeclaredConfigsAreHonoured) {
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
   EXPECT_EQ(bad.status().message().rfind("spec.candidate_table", 0), 0u) << bad.status();
   EXPECT_NE(bad.status().message().find("entry 'any'"), std::string::npos) << "M=64 falls to 'any': " << bad.status();
+}
+
+// A declared split-K config matches the table's entry after split-K is
+// fitted to K (the lookup lowers NUM_KSPLIT; the declaration is compared
+// the same way).
+TEST(JobPlanner, DeclaredConfigsMatchAfterSplitKFitsK) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  LibraryMap libs = Registered("pr-9-kernels", "b9", std::string(64, 'b'));
+  libs["pr-9-kernels"].set_declared_json(R"({"build_id": "b9", "kernels": [{"name": "k", "archs": ["cpu"],
+      "activations": ["bf16"], "configs": [{"BLOCK_SIZE_M": 6, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 256,
+      "NUM_KSPLIT": 2}]}]})");
+  v1::JobSpec e;
+  e.add_m_values(2);
+  v1::Shape* sh = e.add_shapes();
+  sh->set_op(v1::OP_VUP), sh->set_b(2), sh->set_n(64), sh->set_k(256);
+  e.mutable_candidate_kernel()->set_library("pr-9-kernels");
+  e.mutable_candidate_kernel()->set_build_id("b9");
+  auto plan = PlanJob(e, o, libs);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->tasks[0].spec.candidate_entry(), "vup/default/M_LEQ_4") << "declared: kept, not replaced";
+  EXPECT_EQ(plan->tasks[0].spec.candidate_config().ksplit(), 1);
 }
 
 // NUM_KSPLIT past the number of K blocks is lowered at lookup, as AITER's

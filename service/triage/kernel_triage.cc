@@ -150,6 +150,26 @@ v1::KernelTriage ClassifyKernelTask(const KernelTaskFacts& f, const Ownership& o
   }
 
   const bool base_fail = RunFailed(base), cand_fail = RunFailed(cand);
+  // A side whose kernel declined the case in can_implement never ran: it
+  // is the kernel's statement that it does not take these arguments.
+  const bool base_declined = base_fail && base.declined(), cand_declined = cand_fail && cand.declined();
+  if (cand_declined && !base_fail && r.shape().layout_probe()) {
+    t.set_triage_class(v1::TRIAGE_CLASS_PASS);
+    t.set_reason(absl::StrCat("a layout probe the candidate's kernel declines in can_implement (",
+                              cand.accuracy().reason().substr(0, 160),
+                              "), which kernel_api.h allows; the baseline runs it and passes"));
+    return t;
+  }
+  if (base_declined && (cand_declined || !cand_fail)) {
+    t.set_triage_class(cand_declined ? v1::TRIAGE_CLASS_PRE_EXISTING : v1::TRIAGE_CLASS_PASS);
+    t.set_signature(cand_declined ? "both sides declined" : "");
+    t.set_reason(cand_declined
+                     ? absl::StrCat("neither kernel takes this case: both decline it in can_implement (baseline: ",
+                                    base.accuracy().reason().substr(0, 160), "); nothing ran, nothing is compared")
+                     : absl::StrCat("the candidate passes; the baseline's kernel declines this case in can_implement (",
+                                    base.accuracy().reason().substr(0, 160), "), so there is no baseline to compare with"));
+    return t;
+  }
   if (!base_fail && !cand_fail) {
     if (f.first != nullptr && (RunFailed(f.first->baseline()) || RunFailed(f.first->candidate()))) {
       const bool c = RunFailed(f.first->candidate());
@@ -177,7 +197,7 @@ v1::KernelTriage ClassifyKernelTask(const KernelTaskFacts& f, const Ownership& o
     t.set_possible_race(differs);
     if (differs) t.add_evidence("the two runs on the same inputs failed differently: possible race or uninitialized memory");
   }
-  if (base_fail) {
+  if (base_fail && !base_declined) {
     t.set_triage_class(v1::TRIAGE_CLASS_PRE_EXISTING);
     t.set_signature(absl::StrCat("baseline ", RunSignature(base)));
     t.set_reason(cand_fail ? absl::StrCat("the baseline fails too (", RunSignature(base), "; candidate ",
@@ -204,14 +224,15 @@ v1::KernelTriage ClassifyKernelTask(const KernelTaskFacts& f, const Ownership& o
   if (entry_listed) why.push_back("the PR lists its entry");
   if (!files.empty()) why.push_back(absl::StrCat("changed files build it (", files.front(), files.size() > 1 ? ", ..." : "", ")"));
   const std::string reproduced = f.first != nullptr ? " (reproduced on the verification re-run)" : "";
+  const char* where_base = base_declined ? " where the baseline's kernel declines the case" : " where the baseline passes";
   if (touched) {
     t.set_triage_class(v1::TRIAGE_CLASS_PR_TOUCHED);
-    t.set_reason(absl::StrCat("candidate ", RunSignature(cand), " where the baseline passes, and ",
-                              absl::StrJoin(why, "; "), reproduced));
+    t.set_reason(absl::StrCat("candidate ", RunSignature(cand), where_base, ", and ", absl::StrJoin(why, "; "),
+                              reproduced));
   } else {
     t.set_triage_class(v1::TRIAGE_CLASS_UNTOUCHED_FAILURE);
-    t.set_reason(absl::StrCat("candidate ", RunSignature(cand),
-                              " where the baseline passes, on a path this change did not touch (same kernel, entry "
+    t.set_reason(absl::StrCat("candidate ", RunSignature(cand), where_base,
+                              ", on a path this change did not touch (same kernel, entry "
                               "and config): non-determinism or corruption elsewhere?",
                               reproduced));
   }

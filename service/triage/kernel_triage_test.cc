@@ -159,6 +159,40 @@ TEST(KernelTriage, FailingOnlyWithPdlIsTouchedByTheLaunch) {
   EXPECT_NE(r.reason().find("PDL-only failure"), std::string::npos) << r.reason();
 }
 
+// A kernel that declines a case in can_implement never ran it: both
+// declining is nobody's failure, the baseline alone declining while the
+// candidate passes is a pass, and the candidate declining what the
+// baseline ran is the change's (it lost the case).
+TEST(KernelTriage, DeclinedSides) {
+  Case both = Make(v1::VERDICT_ERROR, v1::VERDICT_ERROR);
+  both.result.mutable_baseline()->set_declined(true);
+  both.result.mutable_candidate()->set_declined(true);
+  both.result.mutable_baseline()->mutable_accuracy()->set_reason("declined by can_implement: needs x_stride_k == 1");
+  auto t = both.Classify();
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PRE_EXISTING);
+  EXPECT_NE(t.reason().find("neither kernel takes this case"), std::string::npos) << t.reason();
+  EXPECT_NE(t.reason().find("x_stride_k"), std::string::npos) << t.reason();
+  Case base_only = Make(v1::VERDICT_ERROR, v1::VERDICT_PASS);
+  base_only.result.mutable_baseline()->set_declined(true);
+  t = base_only.Classify();
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PASS);
+  EXPECT_NE(t.reason().find("the candidate passes"), std::string::npos) << t.reason();
+  Case cand_only = Make(v1::VERDICT_PASS, v1::VERDICT_ERROR, 64, 128);
+  cand_only.result.mutable_candidate()->set_declined(true);
+  EXPECT_EQ(cand_only.Classify().triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED);
+  // ... except on a layout probe, which a kernel may decline.
+  cand_only.result.mutable_shape()->set_layout_probe(true);
+  t = cand_only.Classify();
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PASS);
+  EXPECT_NE(t.reason().find("layout probe"), std::string::npos) << t.reason();
+  // A declined baseline does not make a wrong candidate pre-existing.
+  Case worse = Make(v1::VERDICT_ERROR, v1::VERDICT_FAIL_MISMATCH, 64, 128);
+  worse.result.mutable_baseline()->set_declined(true);
+  t = worse.Classify();
+  EXPECT_EQ(t.triage_class(), v1::TRIAGE_CLASS_PR_TOUCHED);
+  EXPECT_NE(t.reason().find("where the baseline's kernel declines the case"), std::string::npos) << t.reason();
+}
+
 TEST(KernelTriage, InfrastructureFailures) {
   Case c = Make(v1::VERDICT_PASS, v1::VERDICT_PASS);
   c.result.clear_baseline();

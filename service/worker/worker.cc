@@ -185,9 +185,16 @@ absl::Status Worker::FetchContent(const std::string& sha256,
   }
   const grpc::Status g = reader->Finish();
   if (g.ok()) return absl::OkStatus();
+  // Only a coordinator that cannot be reached (or is overloaded) is worth
+  // another worker's try; NOT_FOUND (registered without content) falls back
+  // to --kernel-dir; anything else (an older coordinator without the RPC, a
+  // refused certificate) is the side's error, said as is.
   const auto code = static_cast<absl::StatusCode>(static_cast<int>(g.error_code()));
-  return absl::Status(code == absl::StatusCode::kNotFound ? code : absl::StatusCode::kUnavailable,
-                      absl::StrCat("fetching library content ", sha256, " from the coordinator: ", g.error_message()));
+  const bool transient = code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded ||
+                         code == absl::StatusCode::kResourceExhausted || code == absl::StatusCode::kAborted;
+  return absl::Status(code == absl::StatusCode::kNotFound || !transient ? code : absl::StatusCode::kUnavailable,
+                      absl::StrCat("fetching library content ", sha256, " from the coordinator: ",
+                                   absl::StatusCodeToString(code), ": ", g.error_message()));
 }
 
 std::map<std::string, std::string> Worker::EnsureLibraries(const v1::TaskSpec& task, std::string* infra) {
