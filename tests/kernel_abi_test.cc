@@ -193,7 +193,9 @@ TEST(KernelAbi, SpecialValuesFollowTheFormatsRules) {
           nonfinite += !std::isfinite(w);
           // Exactly the outputs fed by a special value are non-finite.
           EXPECT_EQ(special, !std::isfinite(w)) << b << "," << m << "," << n;
-          if (b == 2 && n == d->special_n) EXPECT_TRUE(std::isnan(w));  // NaN scale: the whole column
+          if (b == 2 && n == d->special_n) {
+            EXPECT_TRUE(std::isnan(w));  // NaN scale: the whole column
+          }
         }
     EXPECT_GT(nonfinite, M);
     auto r = Check(good, spec);
