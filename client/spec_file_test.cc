@@ -48,15 +48,19 @@ reuseResults: true
   EXPECT_EQ(y->SerializeAsString(), j->SerializeAsString());
 }
 
-// The job-spec reference's examples (docs/job_spec.md) parse and plan as
-// documented: every one is a job the coordinator accepts.
-TEST(SpecFile, DocumentedExamplesParseAndPlan) {
-  coordinator::LibraryMap libraries;
+// The library pr_library.yaml names, as an admin would have registered it.
+coordinator::LibraryMap ExampleLibraries() {
   v1::KernelLibraryRegistration reg;
   reg.set_name("my-kernels");
   reg.set_build_id("pr-123-8e41b07");
   reg.set_sha256(std::string(64, 'a'));
-  libraries["my-kernels"] = reg;
+  return {{"my-kernels", reg}};
+}
+
+// The job-spec reference's examples (docs/job_spec.md) parse and plan as
+// documented: every one is a job the coordinator accepts.
+TEST(SpecFile, DocumentedExamplesParseAndPlan) {
+  const coordinator::LibraryMap libraries = ExampleLibraries();
   for (const char* name : {"retune", "pr_library", "custom_shapes", "strided_x"}) {
     SCOPED_TRACE(name);
     auto spec = LoadJobSpec(std::string(MXVAL_SOURCE_DIR) + "/docs/specs/" + name + ".yaml");
@@ -69,12 +73,7 @@ TEST(SpecFile, DocumentedExamplesParseAndPlan) {
 
 // `mxval submit --example-spec NAME` prints these: each plans as is.
 TEST(SpecFile, EmbeddedExamplesAreTheDocumentedOnes) {
-  coordinator::LibraryMap libraries;
-  v1::KernelLibraryRegistration reg;
-  reg.set_name("my-kernels");
-  reg.set_build_id("pr-123-8e41b07");
-  reg.set_sha256(std::string(64, 'a'));
-  libraries["my-kernels"] = reg;
+  const coordinator::LibraryMap libraries = ExampleLibraries();
   ASSERT_EQ(std::size(kExampleSpecs), 4u);
   for (const ExampleSpec& e : kExampleSpecs) {
     SCOPED_TRACE(e.name);

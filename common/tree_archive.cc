@@ -83,14 +83,16 @@ absl::Status TreeArchiveReader::EndHeader() {
   ++files_;
   remaining_ = size;
   state_ = State::kData;
-  if (remaining_ == 0) {
-    if (sink_ != nullptr) {
-      if (absl::Status st = sink_->EndFile(); !st.ok()) return Fail(st);
-    }
-    state_ = State::kPath;
-    path_.clear();
-    size_text_.clear();
+  return remaining_ == 0 ? EndFile() : absl::OkStatus();
+}
+
+absl::Status TreeArchiveReader::EndFile() {
+  if (sink_ != nullptr) {
+    if (absl::Status st = sink_->EndFile(); !st.ok()) return Fail(st);
   }
+  state_ = State::kPath;
+  path_.clear();
+  size_text_.clear();
   return absl::OkStatus();
 }
 
@@ -134,12 +136,7 @@ absl::Status TreeArchiveReader::Feed(absl::string_view data) {
         i += n;
         remaining_ -= static_cast<int64_t>(n);
         if (remaining_ == 0) {
-          if (sink_ != nullptr) {
-            if (absl::Status st = sink_->EndFile(); !st.ok()) return Fail(st);
-          }
-          state_ = State::kPath;
-          path_.clear();
-          size_text_.clear();
+          if (absl::Status st = EndFile(); !st.ok()) return st;
         }
         break;
       }

@@ -56,6 +56,7 @@ class TreeArchiveReader {
  private:
   absl::Status Fail(absl::Status st);
   absl::Status EndHeader();
+  absl::Status EndFile();  // the current file's last byte arrived: the next entry's path follows
   enum class State { kPath, kSize, kData };
   TreeLimits limits_;
   TreeArchiveSink* sink_;
