@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,10 +21,22 @@ namespace mxval {
 namespace worker {
 
 std::string ChildOutcome::Describe() const {
+  if (cancelled) return "cancelled (process group killed)";
   if (timed_out) return "timed out (process group killed)";
   if (signal != 0) return absl::StrCat("killed by signal ", signal, " (", strsignal(signal), ")");
   if (exit_code != 0) return absl::StrCat("exit code ", exit_code);
   return "exit code 0";
+}
+
+ChildCancel::ChildCancel() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+ChildCancel::~ChildCancel() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void ChildCancel::Cancel() {
+  if (cancelled_.exchange(true)) return;
+  const uint64_t one = 1;
+  if (fd_ >= 0) (void)!write(fd_, &one, sizeof(one));
 }
 
 namespace {
@@ -82,9 +95,13 @@ absl::Status Spawn(const std::vector<std::string>& args, int* pid, int* in_w, in
 absl::StatusOr<ChildOutcome> RunChild(const ChildOptions& o, const std::string& stdin_bytes) {
   if (o.argv.empty()) return absl::InvalidArgumentError("argv: empty");
   IgnoreSigpipe();
+  ChildOutcome res;
+  if (o.cancel != nullptr && o.cancel->cancelled()) {
+    res.cancelled = true;
+    return res;
+  }
   int pid = -1, in_w = -1, out_r = -1, err_r = -1;  // its own process group: a timeout kills its children too
   if (absl::Status st = Spawn(o.argv, &pid, &in_w, &out_r, &err_r); !st.ok()) return st;
-  ChildOutcome res;
   size_t written = 0;
   bool in_open = true, out_open = true, err_open = true;
   if (stdin_bytes.empty()) {
@@ -100,14 +117,21 @@ absl::StatusOr<ChildOutcome> RunChild(const ChildOptions& o, const std::string& 
       kill(-pid, SIGKILL);
       break;
     }
-    pollfd fds[3];
+    if (o.cancel != nullptr && o.cancel->cancelled()) {
+      res.cancelled = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
+    pollfd fds[4];
     int n = 0;
     if (in_open) fds[n++] = {in_w, POLLOUT, 0};
     if (out_open) fds[n++] = {out_r, POLLIN, 0};
     if (err_open) fds[n++] = {err_r, POLLIN, 0};
+    if (o.cancel != nullptr && o.cancel->fd() >= 0) fds[n++] = {o.cancel->fd(), POLLIN, 0};
     if (poll(fds, n, static_cast<int>(std::min<int64_t>(left_ms, 1000))) < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
       if (fds[i].revents == 0) continue;
+      if (o.cancel != nullptr && fds[i].fd == o.cancel->fd()) continue;  // seen at the top of the loop
       if (fds[i].fd == in_w) {
         const ssize_t w = write(in_w, stdin_bytes.data() + written, stdin_bytes.size() - written);
         if (w > 0) written += static_cast<size_t>(w);
@@ -144,7 +168,7 @@ absl::StatusOr<ChildOutcome> RunChild(const ChildOptions& o, const std::string& 
   }
   if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) res.signal = WTERMSIG(status);
-  res.success = !res.timed_out && WIFEXITED(status) && res.exit_code == 0;
+  res.success = !res.timed_out && !res.cancelled && WIFEXITED(status) && res.exit_code == 0;
   return res;
 }
 
@@ -196,7 +220,13 @@ void PersistentChild::Stop(absl::Duration grace, ChildOutcome* o) {
   pid_ = in_ = out_ = err_ = -1;
 }
 
-absl::StatusOr<ChildOutcome> PersistentChild::Run(const std::string& task_bytes, absl::Duration timeout) {
+absl::StatusOr<ChildOutcome> PersistentChild::Run(const std::string& task_bytes, absl::Duration timeout,
+                                                  const ChildCancel* cancel) {
+  if (cancel != nullptr && cancel->cancelled()) {
+    ChildOutcome res;
+    res.cancelled = true;
+    return res;
+  }
   if (pid_ > 0 && tasks_ >= max_tasks_) Stop(absl::Seconds(5), nullptr);
   // A child that ended while idle (killed from outside, say) is replaced
   // before this task, which must not be blamed for it.
@@ -231,14 +261,21 @@ absl::StatusOr<ChildOutcome> PersistentChild::Run(const std::string& task_bytes,
       kill(-pid_, SIGKILL);
       break;
     }
-    pollfd fds[3];
+    if (cancel != nullptr && cancel->cancelled()) {
+      res.cancelled = true;
+      kill(-pid_, SIGKILL);
+      break;
+    }
+    pollfd fds[4];
     int k = 0;
     if (written < frame.size()) fds[k++] = {in_, POLLOUT, 0};
     fds[k++] = {out_, POLLIN, 0};
     fds[k++] = {err_, POLLIN, 0};
+    if (cancel != nullptr && cancel->fd() >= 0) fds[k++] = {cancel->fd(), POLLIN, 0};
     if (poll(fds, k, static_cast<int>(std::min<int64_t>(left_ms, 1000))) < 0 && errno != EINTR) break;
     for (int i = 0; i < k && !done && !ended; ++i) {
       if (fds[i].revents == 0) continue;
+      if (cancel != nullptr && fds[i].fd == cancel->fd()) continue;  // seen at the top of the loop
       if (fds[i].fd == in_) {
         const ssize_t w = write(in_, frame.data() + written, frame.size() - written);
         if (w > 0) written += static_cast<size_t>(w);
@@ -296,9 +333,9 @@ absl::StatusOr<ChildOutcome> PersistentChild::Run(const std::string& task_bytes,
     if (res.exit_code != 0) Stop(absl::Seconds(5), nullptr);
     return res;
   }
-  // The child ended, or hung and was killed, during the task: reap it and
-  // say how; the next task starts a new one.
-  Stop(res.timed_out ? absl::ZeroDuration() : absl::Seconds(5), &res);
+  // The child ended, or hung or was cancelled and killed, during the task:
+  // reap it and say how; the next task starts a new one.
+  Stop(res.timed_out || res.cancelled ? absl::ZeroDuration() : absl::Seconds(5), &res);
   return res;
 }
 

@@ -1,10 +1,12 @@
 // Runs a command in a child process with a watchdog: stdin fed from a
 // buffer, stdout captured, the tail of stderr kept. A crash (signal), a
-// non-zero exit or a timeout (the whole process group is SIGKILLed) is
-// reported as an outcome, never as a failure of the caller.
+// non-zero exit, a timeout or a cancel (the whole process group is
+// SIGKILLed, so what the child started goes too) is reported as an outcome,
+// never as a failure of the caller.
 #ifndef MXVAL_SERVICE_WORKER_CHILD_RUNNER_H_
 #define MXVAL_SERVICE_WORKER_CHILD_RUNNER_H_
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -19,10 +21,31 @@ struct ChildOutcome {
   int exit_code = -1;       // when it exited
   int signal = 0;           // when a signal ended it (SIGKILL after a timeout too)
   bool timed_out = false;
+  bool cancelled = false;   // ChildCancel::Cancel() stopped it (or it never started)
   std::string out;          // stdout (capped)
   std::string stderr_tail;  // last bytes of stderr
-  // "exit code 3", "killed by signal 11 (Segmentation fault)", "timed out after 5s (killed)".
+  // "exit code 3", "killed by signal 11 (Segmentation fault)", "timed out (process group killed)",
+  // "cancelled (process group killed)".
   std::string Describe() const;
+};
+
+// Stops a running child from another thread: the runner watches fd() along
+// with the child's pipes, so a Cancel() SIGKILLs the child's process group
+// at once; a child not yet started for a cancelled token never starts.
+// Thread-safe; Cancel() is idempotent.
+class ChildCancel {
+ public:
+  ChildCancel();
+  ~ChildCancel();
+  ChildCancel(const ChildCancel&) = delete;
+  ChildCancel& operator=(const ChildCancel&) = delete;
+  void Cancel();
+  bool cancelled() const { return cancelled_.load(); }
+  int fd() const { return fd_; }  // readable once cancelled
+
+ private:
+  int fd_ = -1;  // eventfd
+  std::atomic<bool> cancelled_{false};
 };
 
 struct ChildOptions {
@@ -30,6 +53,7 @@ struct ChildOptions {
   absl::Duration timeout = absl::Minutes(10);
   size_t max_stdout_bytes = 256 << 20;
   size_t stderr_tail_bytes = 4096;
+  const ChildCancel* cancel = nullptr;  // optional; must outlive the run
 };
 
 // INTERNAL only if the child cannot be started at all (pipes, spawn).
@@ -55,9 +79,11 @@ class PersistentChild {
   // One task. The outcome as RunChild's: `out` holds the payload of the
   // frames, success means the end frame came with exit code 0; a child that
   // ended or was killed during the task reports how (signal, exit code,
-  // timed_out) with what it wrote before. INTERNAL only if no child can be
-  // started.
-  absl::StatusOr<ChildOutcome> Run(const std::string& task_bytes, absl::Duration timeout);
+  // timed_out) with what it wrote before. A `cancel` fired during the task
+  // kills the child (cancelled; the next Run starts a new one). INTERNAL
+  // only if no child can be started.
+  absl::StatusOr<ChildOutcome> Run(const std::string& task_bytes, absl::Duration timeout,
+                                   const ChildCancel* cancel = nullptr);
 
   bool running() const { return pid_ > 0; }
   int tasks_run() const { return tasks_; }  // by the current child

@@ -2,9 +2,13 @@
 
 #include <signal.h>
 
+#include <fstream>
+#include <thread>
+
 #include "common/digest.h"
 #include "common/tree_digest.h"
 #include "tests/process_util.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "mxval/v1/mxval.pb.h"
 #include "service/worker/child_results.h"
@@ -231,6 +235,106 @@ TEST(PersistentChild, PythonTaskChildServesCompiledAndPythonKernels) {
   EXPECT_EQ(res.candidate().accuracy().verdict(), v1::VERDICT_ERROR);
   EXPECT_NE(res.candidate().accuracy().reason().find(*sha), std::string::npos) << res.candidate().accuracy().reason();
   EXPECT_NE(res.candidate().accuracy().reason().find(std::string(64, 'e')), std::string::npos);
+}
+
+// Whether `pid` is a live process (a zombie is not: it has ended).
+bool Alive(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return false;
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+// The pid a child wrote to `path`, once it is there (bounded wait).
+int WaitForPid(const std::string& path) {
+  const absl::Time until = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < until) {
+    std::ifstream f(path);
+    int pid = 0;
+    if (f >> pid && pid > 0) return pid;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ADD_FAILURE() << "no pid in " << path;
+  return 0;
+}
+
+// Polls until `pid` has ended; false if it is still alive after a generous bound.
+bool Ends(int pid) {
+  const absl::Time until = absl::Now() + absl::Seconds(30);
+  while (Alive(pid)) {
+    if (absl::Now() > until) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+// A Python child that starts a grandchild (as a kernel's compiler or a
+// subprocess would) and waits: a cancel from another thread ends the run at
+// once, and the grandchild dies with the child's process group.
+TEST(ChildRunner, CancelKillsTheChildAndItsGrandchildren) {
+  const std::string dir = testing_util::PrivateDir();
+  ChildOptions o;
+  o.argv = {"/usr/bin/python3", "-c", R"(
+import os, subprocess, sys
+g = subprocess.Popen(["sleep", "600"])
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write("%d %d" % (os.getpid(), g.pid))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+g.wait()
+)", dir + "/pids"};
+  o.timeout = absl::Seconds(600);
+  ChildCancel cancel;
+  o.cancel = &cancel;
+  int child = 0, grandchild = 0;
+  std::thread canceller([&] {
+    child = WaitForPid(dir + "/pids");
+    std::ifstream f(dir + "/pids");
+    f >> child >> grandchild;
+    EXPECT_TRUE(Alive(grandchild));
+    cancel.Cancel();
+  });
+  auto r = RunChild(o, "");
+  canceller.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->cancelled);
+  EXPECT_FALSE(r->success);
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_EQ(r->signal, SIGKILL);
+  EXPECT_EQ(r->Describe(), "cancelled (process group killed)");
+  ASSERT_GT(grandchild, 0);
+  EXPECT_FALSE(Alive(child));
+  EXPECT_TRUE(Ends(grandchild)) << "grandchild " << grandchild << " outlived the cancel";
+  // A cancelled token starts nothing.
+  o.argv = {"/bin/sh", "-c", "echo started > '" + dir + "/started'"};
+  auto again = RunChild(o, "");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->cancelled);
+  EXPECT_FALSE(std::ifstream(dir + "/started").good());
+}
+
+// A cancel during a serving child's task kills that child; the next task
+// gets a new one.
+TEST(PersistentChild, CancelKillsTheTaskAndTheNextTaskGetsANewChild) {
+  PersistentChild child(EchoServer());
+  auto a = child.Run("one", absl::Seconds(30));
+  ASSERT_TRUE(a.ok() && a->success) << a->Describe();
+  const int pid = std::stoi(a->out.substr(a->out.find('@') + 1));
+  ChildCancel cancel;
+  std::thread canceller([&] {
+    absl::SleepFor(absl::Milliseconds(200));  // lets the task start; the outcome does not depend on it
+    cancel.Cancel();
+  });
+  auto hang = child.Run("hang", absl::Seconds(600), &cancel);
+  canceller.join();
+  ASSERT_TRUE(hang.ok());
+  EXPECT_TRUE(hang->cancelled);
+  EXPECT_FALSE(hang->timed_out);
+  EXPECT_FALSE(child.running());
+  EXPECT_TRUE(Ends(pid));
+  auto b = child.Run("two", absl::Seconds(30));
+  ASSERT_TRUE(b.ok() && b->success) << b->Describe();
+  EXPECT_NE(std::stoi(b->out.substr(b->out.find('@') + 1)), pid);
 }
 
 }  // namespace
