@@ -31,12 +31,12 @@ class AuthTest : public ::testing::Test {
       t->set_role(role);
     }
     ASSERT_TRUE(auth::ValidateConfig(cfg).ok());
-    authorizer_ = std::make_unique<auth::Authorizer>(cfg, [this](const std::string& reason, const std::string& method,
-                                                                 const std::string& who) {
+    const auth::DenialHook hook = [this](const std::string& reason, const std::string& method, const std::string& who) {
       metrics_.AuthDenied(reason);
       absl::MutexLock l(&log_mu_);  // called on gRPC server threads
       log_ += method + " " + who + " " + reason + "\n";
-    });
+    };
+    authorizer_ = std::make_unique<auth::Authorizer>(cfg, hook);
     coordinator::CoordinatorOptions o;
     o.authorizer = authorizer_.get();
     o.metrics = &metrics_;
@@ -44,7 +44,7 @@ class AuthTest : public ::testing::Test {
     o.rpc_rate_per_second = rpc_rate_;
     coord_ = std::make_unique<Coordinator>(&clock_, &scheduler_, o);
     auto creds = auth::ServerCredentials({dir_ + "/server.crt", dir_ + "/server.key", dir_ + "/ca.crt"},
-                                         std::make_shared<auth::TokenProcessor>(cfg));
+                                         std::make_shared<auth::TokenProcessor>(cfg, hook));
     ASSERT_TRUE(creds.ok()) << creds.status();
     server_ = coordinator::StartServer("127.0.0.1:0", coord_.get(), &port_, 16 << 20, *creds);
     ASSERT_NE(server_, nullptr);
@@ -157,6 +157,30 @@ TEST_F(AuthTest, TokensAndRoles) {
     EXPECT_EQ(Log().find(secret), std::string::npos) << Log();
   }
   EXPECT_NE(Log().find("CancelJob bot-b not_owner"), std::string::npos) << Log();
+}
+
+// A refused token is a denial like any other: counted by reason and logged
+// with the method, never with the token.
+TEST_F(AuthTest, WrongTokensAreCountedAndLogged) {
+  std::string job;
+  EXPECT_EQ(Submit("not-a-token", &job).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Submit("also-not-a-token", &job).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  auto stub = v1::ValidationService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), *auth::ChannelCredentials({dir_ + "/ca.crt", "", "", ""})));
+  auto ctx = Ctx();
+  ctx->AddMetadata("authorization", "Basic dXNlcjpwYXNz");
+  v1::ListJobsResponse jobs;
+  EXPECT_EQ(stub->ListJobs(ctx.get(), v1::ListJobsRequest(), &jobs).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  prometheus::TextSerializer text;
+  const std::string scrape = text.Serialize(registry_->Collect());
+  EXPECT_NE(scrape.find("mxval_coordinator_auth_denied_total{reason=\"unknown_token\"} 2"), std::string::npos) << scrape;
+  EXPECT_NE(scrape.find("mxval_coordinator_auth_denied_total{reason=\"bad_scheme\"} 1"), std::string::npos) << scrape;
+  const std::string log = Log();
+  EXPECT_NE(log.find("/mxval.v1.ValidationService/SubmitJob unauthenticated peer unknown_token"), std::string::npos) << log;
+  EXPECT_NE(log.find("/mxval.v1.ValidationService/ListJobs unauthenticated peer bad_scheme"), std::string::npos) << log;
+  for (const char* secret : {"not-a-token", "also-not-a-token", "dXNlcjpwYXNz"}) {
+    EXPECT_EQ(log.find(secret), std::string::npos) << log;
+  }
 }
 
 TEST_F(AuthTest, WorkersAuthenticateWithCertificates) {

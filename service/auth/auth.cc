@@ -99,12 +99,24 @@ grpc::Status TokenProcessor::Process(const InputMetadata& md, grpc::AuthContext*
   if (it == md.end()) return grpc::Status::OK;  // no token: the method decides (workers use certificates)
   const std::string value(it->second.data(), it->second.size());
   consumed->insert({"authorization", value});  // handlers never see the token
+  auto deny = [&](const char* reason) {
+    if (!on_denied_) return;
+    std::string method = "?";
+    if (auto p = md.find(":path"); p != md.end()) method.assign(p->second.data(), std::min<size_t>(p->second.size(), 200));
+    int n_cn = 0;
+    const std::string who = One(*context, "x509_common_name", &n_cn);
+    on_denied_(reason, method, who.empty() ? "unauthenticated peer" : who);
+  };
   constexpr char kBearer[] = "Bearer ";
   if (value.rfind(kBearer, 0) != 0) {
+    deny("bad_scheme");
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "authorization: expected 'Bearer <token>'");
   }
   const v1::AuthToken* t = Find(value.substr(sizeof(kBearer) - 1));
-  if (t == nullptr) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "authorization: unknown token");
+  if (t == nullptr) {
+    deny("unknown_token");
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "authorization: unknown token");
+  }
   // Connection-level properties: a second, different token on the same
   // connection makes them ambiguous, and Authorizer then refuses.
   int n = 0;

@@ -37,9 +37,18 @@ absl::Status ValidateConfig(const v1::AuthConfig& config);
 // .yaml/.yml or JSON; NOT_FOUND if unreadable.
 absl::StatusOr<v1::AuthConfig> LoadConfig(const std::string& path);
 
+// Called on every denial: (reason, method, principal or peer).
+using DenialHook = std::function<void(const std::string& reason, const std::string& method, const std::string& who)>;
+
+// Refuses a call whose authorization is not `Bearer <known token>` (reasons
+// "bad_scheme", "unknown_token" to `on_denied`, with the method from the
+// call's :path and the caller's certificate name or "unauthenticated peer":
+// gRPC gives a metadata processor no peer address). A call without an
+// authorization header passes: the method decides (workers use certificates).
 class TokenProcessor : public grpc::AuthMetadataProcessor {
  public:
-  explicit TokenProcessor(v1::AuthConfig config) : config_(std::move(config)) {}
+  explicit TokenProcessor(v1::AuthConfig config, DenialHook on_denied = nullptr)
+      : config_(std::move(config)), on_denied_(std::move(on_denied)) {}
   bool IsBlocking() const override { return false; }
   grpc::Status Process(const InputMetadata& auth_metadata, grpc::AuthContext* context,
                        OutputMetadata* consumed_auth_metadata, OutputMetadata* response_metadata) override;
@@ -48,6 +57,7 @@ class TokenProcessor : public grpc::AuthMetadataProcessor {
 
  private:
   v1::AuthConfig config_;
+  DenialHook on_denied_;
 };
 
 struct Caller {
@@ -55,8 +65,6 @@ struct Caller {
   v1::Role role = v1::ROLE_UNSPECIFIED;
 };
 
-// Called on every denial: (reason, method, principal or peer).
-using DenialHook = std::function<void(const std::string& reason, const std::string& method, const std::string& who)>;
 
 class Authorizer {
  public:

@@ -38,19 +38,37 @@ WebResponse Asset(const char* type, const char* body) {
 
 // The value of `key` in a query string (percent-decoded), or "".
 std::string QueryParam(const std::string& query, const char* key) {
-  char buf[512];
-  const int n = mg_get_var(query.c_str(), query.size(), key, buf, sizeof(buf));
-  return n > 0 ? std::string(buf, n) : std::string();
+  std::string buf(kMaxFormBytes + 1, '\0');
+  const int n = mg_get_var(query.c_str(), query.size(), key, buf.data(), buf.size());
+  return n > 0 ? buf.substr(0, static_cast<size_t>(n)) : std::string();
 }
 
-const char* StatusText(int s) {
-  switch (s) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    default: return "Internal Server Error";
-  }
+constexpr char kLoginPage[] =
+    "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>mxval — sign in</title>\n"
+    "<link rel=\"stylesheet\" href=\"/static/style.css\">\n</head>\n<body>\n"
+    "<header><a href=\"/\">mxval</a> <span class=\"sub\">MXFP4 kernel validation</span></header>\n<main>\n"
+    "<h1>Sign in</h1>\n<p>A token from the coordinator's auth config (any role). The browser keeps a session cookie "
+    "for 12 hours; the token is not stored.</p>\n"
+    "<form method=\"post\" action=\"/login\"><input type=\"password\" name=\"token\" id=\"token\" "
+    "autocomplete=\"current-password\" required> <button type=\"submit\">Sign in</button></form>\n"
+    "@MESSAGE@</main>\n</body>\n</html>\n";
+
+WebResponse LoginPage(int status, const char* message) {
+  WebResponse r;
+  r.status = status;
+  r.content_type = "text/html; charset=utf-8";
+  r.body = kLoginPage;
+  r.body.replace(r.body.find("@MESSAGE@"), 9, message);
+  return r;
+}
+
+WebResponse SeeOther(const char* location, const std::string& set_cookie) {
+  WebResponse r;
+  r.status = 303;
+  r.content_type = "text/plain; charset=utf-8";
+  r.headers.push_back({"Location", location});
+  r.headers.push_back({"Set-Cookie", set_cookie});
+  return r;
 }
 
 }  // namespace
@@ -81,25 +99,58 @@ WebResponse Handle(const coordinator::Coordinator& c, const std::string& method,
   return Error(404, absl::StrCat("no page ", path));
 }
 
+WebResponse HandleLogin(auth::HttpAuth& auth, const auth::HttpRequest& request, const std::string& body) {
+  if (request.path == "/logout") {
+    if (request.method != "POST") return Error(405, "POST /logout");
+    auto cookie = auth.Logout(request);
+    if (!cookie.ok()) return Error(403, std::string(cookie.status().message()));
+    return SeeOther("/login", *cookie);
+  }
+  if (request.method == "GET" || request.method == "HEAD") return LoginPage(200, "");
+  if (request.method != "POST") return Error(405, "GET or POST /login");
+  const std::string token = QueryParam(body, "token");
+  auto cookie = auth.Login(request, token);
+  if (cookie.status().code() == absl::StatusCode::kPermissionDenied) {
+    return Error(403, std::string(cookie.status().message()));
+  }
+  if (!cookie.ok()) return LoginPage(401, "<p class=\"fail\">Unknown token.</p>\n");
+  return SeeOther("/", *cookie);
+}
+
 int WebServer::Dispatch(::mg_connection* conn, void* self) {
   const mg_request_info* ri = mg_get_request_info(conn);
   auto* s = static_cast<WebServer*>(self);
-  const WebResponse r = Handle(*s->coordinator_, ri->request_method ? ri->request_method : "",
-                               ri->local_uri ? ri->local_uri : "/", ri->query_string ? ri->query_string : "");
-  mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
-            "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n"
-            "Content-Security-Policy: default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-            "frame-ancestors 'none'\r\nConnection: close\r\n\r\n",
-            r.status, StatusText(r.status), r.content_type.c_str(), r.body.size());
-  if (std::strcmp(ri->request_method ? ri->request_method : "", "HEAD") != 0) mg_write(conn, r.body.data(), r.body.size());
-  return r.status;
+  const auth::HttpRequest request = RequestOf(conn);
+  if (s->auth_ != nullptr) {
+    if (request.path == "/login" || request.path == "/logout") {
+      std::string body;
+      if (request.method == "POST") {
+        if (ri->content_length < 0 || ri->content_length > static_cast<long long>(kMaxFormBytes)) {
+          return Respond(conn, Error(413, "a sign-in form is at most 4096 bytes with a Content-Length"));
+        }
+        body.resize(static_cast<size_t>(ri->content_length));
+        size_t got = 0;
+        for (int n; got < body.size() && (n = mg_read(conn, body.data() + got, body.size() - got)) > 0;) got += n;
+        body.resize(got);
+      }
+      return Respond(conn, HandleLogin(*s->auth_, request, body));
+    }
+    if (request.path != "/static/style.css") {  // the sign-in page's style; no data
+      auto caller = s->auth_->Check(request);
+      if (!caller.ok()) {
+        const bool page = request.path == "/" || request.path == "/index.html" || request.path == "/job";
+        return Respond(conn, Unauthorized(std::string(caller.status().message()), page));
+      }
+    }
+  }
+  return Respond(conn, Handle(*s->coordinator_, request.method, request.path, ri->query_string ? ri->query_string : ""));
 }
 
 absl::StatusOr<std::unique_ptr<WebServer>> WebServer::Start(coordinator::Coordinator* coordinator,
-                                                            const std::string& listen) {
+                                                            const std::string& listen, auth::HttpAuth* auth) {
   std::unique_ptr<WebServer> s(new WebServer());
   s->coordinator_ = coordinator;
+  s->auth_ = auth;
   const char* options[] = {"listening_ports", listen.c_str(), "num_threads", "4", "enable_directory_listing", "no",
                            nullptr};
   mg_callbacks callbacks;

@@ -41,6 +41,8 @@ function pdl(run) { return run && run.launch === "LAUNCH_MODE_PDL" ? " PDL" : ""
 
 async function getJson(url) {
   const r = await fetch(url, { headers: { Accept: "application/json" } });
+  // With --auth-config an expired or missing session answers 401: sign in again.
+  if (r.status === 401) { window.location.assign("/login"); throw new Error("signing in"); }
   if (!r.ok) throw new Error(url + ": HTTP " + r.status + " " + (await r.text()));
   return r.json();
 }
