@@ -129,20 +129,28 @@ BoundedFile::~BoundedFile() {
 }
 
 absl::StatusOr<std::string> BoundedFile::ReadAt(int64_t offset, int64_t n) const {
+  if (n < 0 || n > size_) return ReadInto(offset, n, nullptr);  // the range error
+  std::string out(static_cast<size_t>(n), '\0');
+  absl::Status st = ReadInto(offset, n, out.data());
+  if (!st.ok()) return st;
+  return out;
+}
+
+absl::Status BoundedFile::ReadInto(int64_t offset, int64_t n, void* dst) const {
   if (offset < 0 || n < 0 || offset > size_ || n > size_ - offset) {
     return absl::InvalidArgumentError(absl::StrCat(path_, ": wants bytes [", offset, ", ", offset + n,
                                                    ") but the file has ", size_));
   }
-  std::string out(static_cast<size_t>(n), '\0');
-  size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t r = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+  char* out = static_cast<char*>(dst);
+  int64_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(fd_, out + done, static_cast<size_t>(n - done), static_cast<off_t>(offset + done));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return absl::DataLossError(absl::StrCat(path_, ": read error: ", std::strerror(errno)));
     if (r == 0) return absl::InvalidArgumentError(absl::StrCat(path_, ": shrank while being read"));
-    done += static_cast<size_t>(r);
+    done += r;
   }
-  return out;
+  return absl::OkStatus();
 }
 
 }  // namespace mxval

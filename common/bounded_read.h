@@ -47,6 +47,8 @@ class BoundedFile {
   // Exactly `n` bytes at `offset`; INVALID_ARGUMENT if the file ends first
   // (or the range lies past size()), DATA_LOSS on a read error.
   absl::StatusOr<std::string> ReadAt(int64_t offset, int64_t n) const;
+  // The same into `dst`, which holds at least `n` bytes.
+  absl::Status ReadInto(int64_t offset, int64_t n, void* dst) const;
 
  private:
   BoundedFile(int fd, int64_t size, std::string path) : fd_(fd), size_(size), path_(std::move(path)) {}

@@ -1,9 +1,10 @@
 #include "common/tensor_io.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <map>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -12,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/bounded_read.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -25,7 +27,9 @@ absl::StatusOr<int64_t> CheckedNumel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return Bad("negative dimension");
-    if (d != 0 && n > kMaxTensorBytes / d) return Bad("tensor too large");
+    if (d != 0 && n > kMaxTensorBytes / d) {
+      return Bad(absl::StrCat("tensor of shape [", absl::StrJoin(shape, ", "), "] is larger than ", FormatBytes(kMaxTensorBytes)));
+    }
     n *= d;
   }
   return n;
@@ -78,47 +82,75 @@ absl::StatusOr<absl::string_view> DictValue(absl::string_view header, absl::stri
   return absl::StripAsciiWhitespace(rest.substr(0, e));
 }
 
-}  // namespace
+// A parsed .npy preamble and header: what the data is and where it starts.
+struct NpyHeader {
+  DType dtype;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;
+  int64_t data_bytes = 0;
+};
 
-absl::StatusOr<HostTensor> ParseNpy(absl::string_view bytes) {
+// The header's length and where it starts, from the first 12 (or, for
+// version 1, 10) bytes.
+absl::Status NpyPreamble(absl::string_view bytes, size_t* offset, size_t* header_len) {
   static constexpr char kMagic[] = "\x93NUMPY";
   if (bytes.size() < 10 || bytes.substr(0, 6) != absl::string_view(kMagic, 6)) return Bad("not a .npy file (bad magic)");
   const uint8_t major = static_cast<uint8_t>(bytes[6]);
-  size_t header_len, offset;
   if (major == 1) {
-    header_len = static_cast<uint8_t>(bytes[8]) | (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
-    offset = 10;
+    *header_len = static_cast<uint8_t>(bytes[8]) | (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
+    *offset = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) return Bad("truncated .npy header");
-    header_len = 0;
-    for (int i = 0; i < 4; ++i) header_len |= static_cast<size_t>(static_cast<uint8_t>(bytes[8 + i])) << (8 * i);
-    offset = 12;
+    *header_len = 0;
+    for (int i = 0; i < 4; ++i) *header_len |= static_cast<size_t>(static_cast<uint8_t>(bytes[8 + i])) << (8 * i);
+    *offset = 12;
   } else {
     return Bad(absl::StrCat("unsupported .npy version ", major));
   }
+  return absl::OkStatus();
+}
+
+// Parses the preamble and header; `bytes` holds at least both (the data may
+// follow, or not).
+absl::StatusOr<NpyHeader> ParseNpyHeader(absl::string_view bytes) {
+  size_t offset, header_len;
+  MXVAL_RETURN_IF_ERROR(NpyPreamble(bytes, &offset, &header_len));
   if (header_len > bytes.size() - offset) return Bad("truncated .npy header");
   const absl::string_view header = bytes.substr(offset, header_len);
   MXVAL_ASSIGN_OR_RETURN(absl::string_view descr, DictValue(header, "descr"));
   MXVAL_ASSIGN_OR_RETURN(absl::string_view fortran, DictValue(header, "fortran_order"));
   MXVAL_ASSIGN_OR_RETURN(absl::string_view shape_text, DictValue(header, "shape"));
   if (fortran != "False") return Bad(".npy file is Fortran-ordered; only C order is supported");
-  HostTensor t;
-  MXVAL_ASSIGN_OR_RETURN(t.dtype, NpyDescr(descr));
+  NpyHeader h;
+  MXVAL_ASSIGN_OR_RETURN(h.dtype, NpyDescr(descr));
   for (absl::string_view part : absl::StrSplit(shape_text, ',', absl::SkipWhitespace())) {
     int64_t d;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &d) || d < 0) {
       return Bad(absl::StrCat(".npy shape has a bad dimension '", part, "'"));
     }
-    t.shape.push_back(d);
+    h.shape.push_back(d);
   }
-  MXVAL_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(t.shape));
-  const int64_t nbytes = numel * DTypeSize(t.dtype);
-  if (nbytes > kMaxTensorBytes) return Bad("tensor too large");
-  const size_t data_off = offset + header_len;
-  if (bytes.size() - data_off < static_cast<size_t>(nbytes)) {
-    return Bad(absl::StrCat("truncated .npy data: header promises ", nbytes, " bytes, file has ", bytes.size() - data_off));
+  MXVAL_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(h.shape));
+  if (numel > kMaxTensorBytes / DTypeSize(h.dtype)) {
+    return Bad(absl::StrCat("tensor of shape [", absl::StrJoin(h.shape, ", "), "] is larger than ", FormatBytes(kMaxTensorBytes)));
   }
-  t.data.assign(bytes.begin() + data_off, bytes.begin() + data_off + nbytes);
+  h.data_bytes = numel * DTypeSize(h.dtype);
+  h.data_offset = offset + header_len;
+  return h;
+}
+
+}  // namespace
+
+absl::StatusOr<HostTensor> ParseNpy(absl::string_view bytes) {
+  MXVAL_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(bytes));
+  if (bytes.size() - h.data_offset < static_cast<size_t>(h.data_bytes)) {
+    return Bad(absl::StrCat("truncated .npy data: header promises ", h.data_bytes, " bytes, file has ",
+                            bytes.size() - h.data_offset));
+  }
+  HostTensor t;
+  t.dtype = h.dtype;
+  t.shape = std::move(h.shape);
+  t.data.assign(bytes.begin() + h.data_offset, bytes.begin() + h.data_offset + h.data_bytes);
   return t;
 }
 
@@ -141,15 +173,25 @@ std::string SerializeNpy(const HostTensor& t) {
 
 namespace {
 
-absl::StatusOr<nlohmann::json> SafetensorsHeader(absl::string_view bytes, size_t* data_start) {
-  if (bytes.size() < 8) return Bad("not a .safetensors file (shorter than its 8-byte header length)");
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
-  if (n > bytes.size() - 8 || n > (100u << 20)) return Bad("truncated or corrupt .safetensors header length");
-  nlohmann::json j = nlohmann::json::parse(bytes.substr(8, n), /*cb=*/nullptr, /*allow_exceptions=*/false);
+// Largest .safetensors JSON header (the safetensors library's own limit is 100 MB).
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100u << 20;
+
+// The header's JSON from its 8-byte length and text; `total_size` is the
+// file's size (the header must fit in it).
+absl::StatusOr<nlohmann::json> SafetensorsHeaderJson(absl::string_view text) {
+  nlohmann::json j = nlohmann::json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Bad(".safetensors header is not a JSON object");
-  *data_start = 8 + n;
   return j;
+}
+
+absl::StatusOr<uint64_t> SafetensorsHeaderLength(absl::string_view first8, uint64_t total_size) {
+  if (first8.size() < 8 || total_size < 8) return Bad("not a .safetensors file (shorter than its 8-byte header length)");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<uint8_t>(first8[i])) << (8 * i);
+  if (n > total_size - 8 || n > kMaxSafetensorsHeaderBytes) {
+    return Bad(absl::StrCat("truncated or corrupt .safetensors header length (", n, " bytes, file has ", total_size, ")"));
+  }
+  return n;
 }
 
 absl::StatusOr<DType> SafetensorsDType(const std::string& s) {
@@ -163,80 +205,195 @@ absl::StatusOr<DType> SafetensorsDType(const std::string& s) {
   return Bad(absl::StrCat("unsupported safetensors dtype '", s, "'"));
 }
 
+// Bytes per element of any whole-byte safetensors dtype, 0 if unknown (a
+// file may hold tensors of dtypes we do not load; their byte ranges are
+// still checked).
+int64_t SafetensorsElementBytes(const std::string& s) {
+  if (s == "BOOL" || s == "U8" || s == "I8" || s == "F8_E5M2" || s == "F8_E4M3" || s == "F8_E8M0") return 1;
+  if (s == "U16" || s == "I16" || s == "F16" || s == "BF16") return 2;
+  if (s == "U32" || s == "I32" || s == "F32") return 4;
+  if (s == "U64" || s == "I64" || s == "F64") return 8;
+  return 0;
+}
+
+struct SafetensorsEntry {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
+// Every entry of the header, checked against each other and the data size:
+// each has a dtype, a shape and data_offsets [begin, end] with begin <= end
+// <= data_size, the span matches dtype x shape (for dtypes of known size), and
+// no two spans overlap. A file failing any of these is refused whole.
+absl::StatusOr<std::map<std::string, SafetensorsEntry>> SafetensorsIndex(const nlohmann::json& header,
+                                                                          uint64_t data_size) {
+  std::map<std::string, SafetensorsEntry> index;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const std::string& name = it.key();
+    const nlohmann::json& e = it.value();
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets") ||
+        !e["dtype"].is_string() || !e["shape"].is_array() || !e["data_offsets"].is_array() ||
+        e["data_offsets"].size() != 2) {
+      return Bad(absl::StrCat(".safetensors entry '", name, "' lacks dtype/shape/data_offsets"));
+    }
+    SafetensorsEntry s;
+    s.dtype = e["dtype"].get<std::string>();
+    for (const auto& d : e["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) return Bad(absl::StrCat(".safetensors entry '", name, "' has a bad shape"));
+      s.shape.push_back(d.get<int64_t>());
+    }
+    const auto& off = e["data_offsets"];
+    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
+      return Bad(absl::StrCat(".safetensors entry '", name, "' has bad data_offsets"));
+    }
+    s.begin = off[0].get<uint64_t>();
+    s.end = off[1].get<uint64_t>();
+    if (s.end < s.begin) {
+      return Bad(absl::StrCat(".safetensors entry '", name, "': data_offsets [", s.begin, ", ", s.end, "] end before they begin"));
+    }
+    if (s.end > data_size) {
+      return Bad(absl::StrCat(".safetensors entry '", name, "' runs past the end of the file (data_offsets end at ", s.end,
+                              ", the data has ", data_size, " bytes; truncated?)"));
+    }
+    if (const int64_t el = SafetensorsElementBytes(s.dtype); el > 0) {
+      MXVAL_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(s.shape));
+      if (numel > kMaxTensorBytes / el) return Bad(absl::StrCat(".safetensors entry '", name, "': tensor too large"));
+      const uint64_t want = static_cast<uint64_t>(numel * el);
+      if (s.end - s.begin != want) {
+        return Bad(absl::StrCat(".safetensors entry '", name, "': data_offsets span ", s.end - s.begin,
+                                " bytes but dtype and shape need ", want));
+      }
+    }
+    index.emplace(name, std::move(s));
+  }
+  std::vector<std::pair<std::pair<uint64_t, uint64_t>, const std::string*>> spans;
+  for (const auto& [name, e] : index) spans.push_back({{e.begin, e.end}, &name});
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first.first < spans[i - 1].first.second) {
+      return Bad(absl::StrCat(".safetensors entries '", *spans[i - 1].second, "' and '", *spans[i].second,
+                              "' overlap (data_offsets [", spans[i - 1].first.first, ", ", spans[i - 1].first.second,
+                              "] and [", spans[i].first.first, ", ", spans[i].first.second, "])"));
+    }
+  }
+  return index;
+}
+
+// The header and index of a whole .safetensors file in memory.
+absl::StatusOr<std::map<std::string, SafetensorsEntry>> IndexOfBytes(absl::string_view bytes, size_t* data_start) {
+  MXVAL_ASSIGN_OR_RETURN(uint64_t n, SafetensorsHeaderLength(bytes.substr(0, 8), bytes.size()));
+  MXVAL_ASSIGN_OR_RETURN(nlohmann::json j, SafetensorsHeaderJson(bytes.substr(8, n)));
+  *data_start = 8 + n;
+  return SafetensorsIndex(j, bytes.size() - 8 - n);
+}
+
+absl::Status NoSuchTensor(const std::map<std::string, SafetensorsEntry>& index, const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& [n, e] : index) names.push_back(n);
+  return absl::NotFoundError(absl::StrCat("no tensor '", name, "' in .safetensors file (has: ", absl::StrJoin(names, ", "), ")"));
+}
+
+// The tensor's dtype and shape; its data is filled by the caller.
+absl::StatusOr<HostTensor> TensorOf(const SafetensorsEntry& e, const std::string& name) {
+  HostTensor t;
+  auto dt = SafetensorsDType(e.dtype);
+  if (!dt.ok()) return Bad(absl::StrCat(".safetensors entry '", name, "': ", dt.status().message()));
+  t.dtype = *dt;
+  t.shape = e.shape;
+  return t;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> ListSafetensors(absl::string_view bytes) {
   size_t start;
-  MXVAL_ASSIGN_OR_RETURN(nlohmann::json j, SafetensorsHeader(bytes, &start));
+  MXVAL_ASSIGN_OR_RETURN(auto index, IndexOfBytes(bytes, &start));
   std::vector<std::string> names;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() != "__metadata__") names.push_back(it.key());
-  }
+  for (const auto& [n, e] : index) names.push_back(n);
   return names;
 }
 
 absl::StatusOr<HostTensor> ParseSafetensors(absl::string_view bytes, const std::string& name) {
   size_t start;
-  MXVAL_ASSIGN_OR_RETURN(nlohmann::json j, SafetensorsHeader(bytes, &start));
-  if (!j.contains(name) || name == "__metadata__") {
-    MXVAL_ASSIGN_OR_RETURN(auto names, ListSafetensors(bytes));
-    return absl::NotFoundError(absl::StrCat("no tensor '", name, "' in .safetensors file (has: ", absl::StrJoin(names, ", "), ")"));
-  }
-  const nlohmann::json& e = j[name];
-  if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets") ||
-      !e["dtype"].is_string() || !e["shape"].is_array() || !e["data_offsets"].is_array() ||
-      e["data_offsets"].size() != 2) {
-    return Bad(absl::StrCat(".safetensors entry '", name, "' lacks dtype/shape/data_offsets"));
-  }
-  HostTensor t;
-  MXVAL_ASSIGN_OR_RETURN(t.dtype, SafetensorsDType(e["dtype"].get<std::string>()));
-  for (const auto& d : e["shape"]) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0) return Bad(absl::StrCat(".safetensors entry '", name, "' has a bad shape"));
-    t.shape.push_back(d.get<int64_t>());
-  }
-  const auto& off = e["data_offsets"];
-  if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) return Bad("bad data_offsets");
-  const uint64_t b0 = off[0].get<uint64_t>(), b1 = off[1].get<uint64_t>();
-  MXVAL_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(t.shape));
-  const uint64_t want = static_cast<uint64_t>(numel) * DTypeSize(t.dtype);
-  const uint64_t avail = bytes.size() - start;
-  if (b1 < b0 || b1 - b0 != want) {
-    return Bad(absl::StrCat(".safetensors entry '", name, "': data_offsets span ", b1 - b0, " bytes but shape needs ", want));
-  }
-  if (b1 > avail) return Bad(absl::StrCat(".safetensors entry '", name, "' runs past the end of the file (truncated?)"));
-  t.data.assign(bytes.begin() + start + b0, bytes.begin() + start + b1);
+  MXVAL_ASSIGN_OR_RETURN(auto index, IndexOfBytes(bytes, &start));
+  auto it = index.find(name);
+  if (it == index.end()) return NoSuchTensor(index, name);
+  MXVAL_ASSIGN_OR_RETURN(HostTensor t, TensorOf(it->second, name));
+  t.data.assign(bytes.begin() + start + it->second.begin, bytes.begin() + start + it->second.end);
   return t;
 }
 
-absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot open '", path, "': ", std::strerror(errno)));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return absl::DataLossError(absl::StrCat("error reading '", path, "'"));
-  return ss.str();
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path, int64_t max_bytes) {
+  return ReadFileBounded(path, max_bytes, /*allow_pipe=*/true);
 }
 
-absl::StatusOr<HostTensor> LoadTensor(const std::string& spec) {
+namespace {
+
+absl::Status OverCap(const std::string& what, int64_t bytes, int64_t max_bytes) {
+  return absl::InvalidArgumentError(absl::StrCat(what, " needs ", bytes, " bytes, over the cap of ", FormatBytes(max_bytes)));
+}
+
+// Reads the header, then only the data it describes, after checking that
+// against the file's size and the cap.
+absl::StatusOr<HostTensor> LoadNpyFile(const BoundedFile& f, int64_t max_bytes) {
+  MXVAL_ASSIGN_OR_RETURN(std::string pre, f.ReadAt(0, std::min<int64_t>(f.size(), 12)));
+  size_t offset, header_len;
+  MXVAL_RETURN_IF_ERROR(NpyPreamble(pre, &offset, &header_len));
+  if (header_len > kMaxNpyHeaderBytes) return Bad(absl::StrCat(".npy header of ", header_len, " bytes is over the limit of ", FormatBytes(kMaxNpyHeaderBytes)));
+  if (static_cast<int64_t>(offset + header_len) > f.size()) return Bad("truncated .npy header");
+  MXVAL_ASSIGN_OR_RETURN(std::string head, f.ReadAt(0, static_cast<int64_t>(offset + header_len)));
+  MXVAL_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(head));
+  if (h.data_bytes > max_bytes) return OverCap(absl::StrCat("tensor ", HostTensor{h.dtype, h.shape, {}}.ShapeString()), h.data_bytes, max_bytes);
+  const int64_t avail = f.size() - static_cast<int64_t>(h.data_offset);
+  if (avail < h.data_bytes) {
+    return Bad(absl::StrCat("truncated .npy data: header promises ", h.data_bytes, " bytes, file has ", avail));
+  }
+  HostTensor t;
+  t.dtype = h.dtype;
+  t.shape = std::move(h.shape);
+  t.data.resize(static_cast<size_t>(h.data_bytes));
+  MXVAL_RETURN_IF_ERROR(f.ReadInto(static_cast<int64_t>(h.data_offset), h.data_bytes, t.data.data()));
+  return t;
+}
+
+absl::StatusOr<HostTensor> LoadSafetensorsFile(const BoundedFile& f, std::string name, int64_t max_bytes) {
+  MXVAL_ASSIGN_OR_RETURN(std::string first8, f.ReadAt(0, std::min<int64_t>(f.size(), 8)));
+  MXVAL_ASSIGN_OR_RETURN(uint64_t n, SafetensorsHeaderLength(first8, static_cast<uint64_t>(f.size())));
+  MXVAL_ASSIGN_OR_RETURN(std::string text, f.ReadAt(8, static_cast<int64_t>(n)));
+  MXVAL_ASSIGN_OR_RETURN(nlohmann::json j, SafetensorsHeaderJson(text));
+  const int64_t data_start = 8 + static_cast<int64_t>(n);
+  MXVAL_ASSIGN_OR_RETURN(auto index, SafetensorsIndex(j, static_cast<uint64_t>(f.size() - data_start)));
+  if (name.empty()) {
+    if (index.size() != 1) return Bad(absl::StrCat("name the tensor as ", f.path(), "#NAME"));
+    name = index.begin()->first;
+  }
+  auto it = index.find(name);
+  if (it == index.end()) return NoSuchTensor(index, name);
+  MXVAL_ASSIGN_OR_RETURN(HostTensor t, TensorOf(it->second, name));
+  const int64_t bytes = static_cast<int64_t>(it->second.end - it->second.begin);
+  if (bytes > max_bytes) return OverCap(absl::StrCat("tensor '", name, "' ", t.ShapeString()), bytes, max_bytes);
+  t.data.resize(static_cast<size_t>(bytes));
+  MXVAL_RETURN_IF_ERROR(f.ReadInto(data_start + static_cast<int64_t>(it->second.begin), bytes, t.data.data()));
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<HostTensor> LoadTensor(const std::string& spec, int64_t max_bytes) {
   std::string path = spec, name;
   const size_t hash = spec.rfind('#');
   if (hash != std::string::npos && absl::StrContains(spec.substr(0, hash), ".safetensors")) {
     path = spec.substr(0, hash);
     name = spec.substr(hash + 1);
   }
-  MXVAL_ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(path));
-  absl::StatusOr<HostTensor> t;
-  if (absl::EndsWith(path, ".safetensors")) {
-    if (name.empty()) {
-      auto names = ListSafetensors(bytes);
-      if (names.ok() && names->size() == 1) name = (*names)[0];
-      else return Bad(absl::StrCat("'", path, "': name the tensor as ", path, "#NAME"));
-    }
-    t = ParseSafetensors(bytes, name);
-  } else {
-    t = ParseNpy(bytes);
+  MXVAL_ASSIGN_OR_RETURN(BoundedFile f, BoundedFile::Open(path));
+  absl::StatusOr<HostTensor> t =
+      absl::EndsWith(path, ".safetensors") ? LoadSafetensorsFile(f, name, max_bytes) : LoadNpyFile(f, max_bytes);
+  if (!t.ok() && !absl::StartsWith(t.status().message(), path)) {
+    return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
   }
-  if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
   return t;
 }
 

@@ -28,18 +28,31 @@ absl::StatusOr<HostTensor> ParseNpy(absl::string_view bytes);
 std::string SerializeNpy(const HostTensor& t);
 
 // Parses .safetensors bytes and returns the named tensor. NOT_FOUND if the
-// file has no tensor of that name (the message lists the names it has).
+// file has no tensor of that name (the message lists the names it has);
+// INVALID_ARGUMENT for the malformations LoadTensor lists.
 absl::StatusOr<HostTensor> ParseSafetensors(absl::string_view bytes, const std::string& name);
 // Lists tensor names in a .safetensors file.
 absl::StatusOr<std::vector<std::string>> ListSafetensors(absl::string_view bytes);
 
-// Loads a tensor from "file.npy" or "file.safetensors#tensor_name".
-// NOT_FOUND if the file does not exist.
-absl::StatusOr<HostTensor> LoadTensor(const std::string& spec);
+// Largest .npy header we read (numpy writes a few hundred bytes).
+inline constexpr int64_t kMaxNpyHeaderBytes = 1 << 20;
+
+// Loads a tensor from "file.npy" or "file.safetensors#tensor_name" (the name
+// may be left out of a file with one tensor). The file must be a regular
+// file; its header is read first, and only the named tensor's bytes are read,
+// after checking them against the file's size and `max_bytes`. A .safetensors
+// file is refused whole if any entry's data_offsets run backwards, past the
+// data, disagree with its dtype and shape, or overlap another entry's.
+// NOT_FOUND if the file cannot be opened or has no tensor of that name;
+// INVALID_ARGUMENT naming the file otherwise.
+absl::StatusOr<HostTensor> LoadTensor(const std::string& spec, int64_t max_bytes = kMaxTensorBytes);
 // Writes a .npy file.
 absl::Status SaveNpy(const std::string& path, const HostTensor& t);
 
-absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
+// The whole of a regular file or pipe of at most `max_bytes`
+// (ReadFileBounded), for small files: config tables, manifests.
+inline constexpr int64_t kMaxSmallFileBytes = 64 << 20;
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path, int64_t max_bytes = kMaxSmallFileBytes);
 
 }  // namespace mxval
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 #include <cstdio>
+#include <fstream>
 #include <cstring>
 #include <random>
 
@@ -133,6 +134,88 @@ TEST(TensorFiles, SaveAndLoadFromDisk) {
   EXPECT_EQ(back->data, t.data);
   EXPECT_EQ(LoadTensor(path + ".missing").status().code(), absl::StatusCode::kNotFound);
   std::remove(path.c_str());
+}
+
+TEST(Safetensors, RejectsOverlappingAndMisplacedOffsets) {
+  const std::string data(16, '\0');
+  auto u8 = [](uint64_t b, uint64_t e) {
+    return nlohmann::json{{"dtype", "U8"}, {"shape", {e - b}}, {"data_offsets", {b, e}}};
+  };
+  // Two tensors sharing bytes [4, 8): refused whatever tensor is asked for.
+  const std::string overlap = MakeSafetensors({{"a", u8(0, 8)}, {"b", u8(4, 12)}}, data);
+  for (const char* name : {"a", "b"}) {
+    auto t = ParseSafetensors(overlap, name);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(t.status().message().find("overlap"), std::string::npos) << t.status();
+  }
+  EXPECT_FALSE(ListSafetensors(overlap).ok());
+  EXPECT_FALSE(ParseSafetensors(MakeSafetensors({{"a", u8(0, 8)}, {"b", u8(0, 8)}}, data), "a").ok());  // aliases
+  // A bad entry elsewhere in the file refuses the file.
+  auto elsewhere = ParseSafetensors(MakeSafetensors({{"a", u8(0, 4)}, {"b", u8(4, 20)}}, data), "a");
+  EXPECT_NE(elsewhere.status().message().find("'b' runs past the end"), std::string::npos) << elsewhere.status();
+  // Adjacent spans, empty tensors and entries of dtypes we do not load are fine.
+  nlohmann::json ok = {{"a", u8(0, 4)}, {"b", u8(4, 12)}, {"e", u8(12, 12)},
+                       {"i", {{"dtype", "I64"}, {"shape", {0}}, {"data_offsets", {12, 12}}}},
+                       {"k", {{"dtype", "I32"}, {"shape", {1}}, {"data_offsets", {12, 16}}}}};
+  auto b = ParseSafetensors(MakeSafetensors(ok, data), "b");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->shape, std::vector<int64_t>{8});
+  EXPECT_FALSE(ParseSafetensors(MakeSafetensors(ok, data), "k").ok());  // I32 is not a dtype we load
+  // A known dtype whose shape disagrees with its byte range.
+  ok["k"]["shape"] = {2};
+  EXPECT_NE(ParseSafetensors(MakeSafetensors(ok, data), "b").status().message().find("'k': data_offsets span 4"),
+            std::string::npos);
+}
+
+std::string TmpPath(const std::string& name) { return ::testing::TempDir() + "/tio_" + std::to_string(getpid()) + "_" + name; }
+
+TEST(TensorFiles, DevicesAreRefusedBeforeReading) {
+  for (const std::string name : {"z.npy", "z.safetensors"}) {
+    const std::string link = TmpPath(name);
+    ::unlink(link.c_str());
+    ASSERT_EQ(::symlink("/dev/zero", link.c_str()), 0);
+    auto t = LoadTensor(link + (name == "z.npy" ? "" : "#w"));
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(t.status().message().find("character device"), std::string::npos) << t.status();
+  }
+}
+
+TEST(TensorFiles, HeaderSizesAreCheckedAgainstTheFileAndTheCap) {
+  const std::string path = TmpPath("big.npy");
+  HostTensor t = Sample(DType::kF32, {64, 32});
+  ASSERT_TRUE(SaveNpy(path, t).ok());
+  auto capped = LoadTensor(path, /*max_bytes=*/4096);
+  EXPECT_EQ(capped.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(capped.status().message().find("needs 8192 bytes, over the cap of 4 KiB"), std::string::npos) << capped.status();
+  EXPECT_TRUE(LoadTensor(path, 8192).ok());
+  // A header promising 2^36 bytes in a small file: refused without allocating them.
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (131072, 131072), }\n";
+  std::string liar("\x93NUMPY\x01\x00", 8);
+  liar += static_cast<char>(header.size() & 0xFF);
+  liar += static_cast<char>(header.size() >> 8);
+  liar += header + std::string(64, '\0');
+  std::ofstream(TmpPath("liar.npy"), std::ios::binary) << liar;
+  auto lie = LoadTensor(TmpPath("liar.npy"));
+  EXPECT_EQ(lie.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(lie.status().message().find("[131072, 131072] is larger than 8 GiB"), std::string::npos) << lie.status();
+  header.replace(header.find("131072, 131072"), 14, "1024, 1024    ");
+  liar.replace(10, header.size(), header);
+  std::ofstream(TmpPath("liar.npy"), std::ios::binary) << liar;
+  lie = LoadTensor(TmpPath("liar.npy"));
+  EXPECT_NE(lie.status().message().find("header promises 4194304 bytes, file has 64"), std::string::npos) << lie.status();
+  // Safetensors: a header length past the file, and a tensor over the cap.
+  std::ofstream(TmpPath("hdr.safetensors"), std::ios::binary) << std::string("\x00\x00\x00\x01\x00\x00\x00\x00{}", 10);
+  auto hdr = LoadTensor(TmpPath("hdr.safetensors") + "#w");
+  EXPECT_NE(hdr.status().message().find("header length"), std::string::npos) << hdr.status();
+  const std::string data(64, '\x07');
+  std::ofstream(TmpPath("w.safetensors"), std::ios::binary)
+      << MakeSafetensors({{"w", {{"dtype", "U8"}, {"shape", {8, 8}}, {"data_offsets", {0, 64}}}}}, data);
+  auto w = LoadTensor(TmpPath("w.safetensors"));  // the only tensor: no name needed
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->as<uint8_t>()[63], 7);
+  auto wcap = LoadTensor(TmpPath("w.safetensors") + "#w", 32);
+  EXPECT_NE(wcap.status().message().find("tensor 'w' [8, 8] needs 64 bytes, over the cap of 32 bytes"), std::string::npos)
+      << wcap.status();
 }
 
 TEST(TensorFiles, Bf16AndHalfConvert) {
