@@ -8,7 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/util/json_util.h"
+#include "client/cli.h"
+#include "client/verb_util.h"
 #include "kernels/dispatch/tile_config.h"
 #include "proto/config_label.h"
 #include "service/triage/kernel_triage.h"
@@ -26,6 +27,7 @@ std::string ShapeName(const v1::Shape& s) {
 }
 
 std::string VerdictText(const v1::KernelRun& r) {
+  if (r.declined()) return "declined";
   switch (r.accuracy().verdict()) {
     case v1::VERDICT_PASS: return "pass";
     case v1::VERDICT_FAIL_MISMATCH: return "fail: mismatch";
@@ -319,7 +321,7 @@ std::string RooflineMarkdown(const v1::Job& job) {
 std::string MarkdownEscape(const std::string& s) {
   std::string o;
   o.reserve(s.size());
-  for (char c : s) {
+  for (char c : SanitizeForTerminal(s, /*keep_line_breaks=*/true)) {
     switch (c) {
       case '|': o += "\\|"; break;
       case '<': o += "&lt;"; break;
@@ -384,13 +386,56 @@ std::string Headline(const std::map<v1::TriageClass, int>& n) {
 }
 }  // namespace
 
+namespace {
+
+std::string TaskName(const v1::TaskResult& r) { return absl::StrCat(ShapeName(r.shape()), " M=", r.m(), " ", r.arch()); }
+
+// A side that could not run: an ERROR its kernel did not decline.
+bool SideNotRun(const v1::KernelRun& k) { return k.accuracy().verdict() == v1::VERDICT_ERROR && !k.declined(); }
+
+// Why `r` validates nothing, or "" when it does validate.
+std::string NotValidatedReason(const v1::TaskResult& r) {
+  if (Infra(r)) {
+    return absl::StrCat("infrastructure failure after ", r.attempts_size(), r.attempts_size() == 1 ? " attempt: " : " attempts: ",
+                        r.attempts(r.attempts_size() - 1).failure_detail());
+  }
+  std::vector<std::string> why;
+  for (const v1::KernelRun* k : {&r.baseline(), &r.candidate()}) {
+    if (!SideNotRun(*k)) continue;
+    why.push_back(absl::StrCat(k == &r.baseline() ? "baseline" : "candidate", " could not run",
+                               k->accuracy().reason().empty() ? "" : ": ", k->accuracy().reason()));
+  }
+  if (why.empty() && r.triage().triage_class() == v1::TRIAGE_CLASS_INFRA) {
+    why.push_back(absl::StrCat("infrastructure", r.triage().reason().empty() ? "" : ": ", r.triage().reason()));
+  }
+  return absl::StrJoin(why, "; ");
+}
+
+// The tasks of a DONE job that have no result.
+int MissingResults(const v1::Job& job) {
+  return job.state() == v1::JOB_STATE_DONE ? std::max(0, job.progress().tasks_total() - job.results_size()) : 0;
+}
+
+}  // namespace
+
+std::vector<NotValidatedTask> NotValidatedTasks(const v1::Job& job) {
+  std::vector<NotValidatedTask> out;
+  for (const v1::TaskResult& r : job.results()) {
+    if (std::string why = NotValidatedReason(r); !why.empty()) out.push_back({TaskName(r), std::move(why)});
+  }
+  if (const int missing = MissingResults(job); missing > 0) {
+    out.push_back({absl::StrCat(missing, missing == 1 ? " task" : " tasks"), "no result", missing});
+  }
+  return out;
+}
+
 int JobExitCode(const v1::Job& job, const GatePolicy& p) {
-  if (job.state() != v1::JOB_STATE_DONE) return 1;
+  if (job.state() != v1::JOB_STATE_DONE) return kExitFailed;
   for (const v1::TaskResult& r : job.results())
-    if (Gates(r.triage().triage_class(), p)) return 1;
+    if (Gates(r.triage().triage_class(), p)) return kExitFailed;
   // Without results (or triage) in hand, fall back to the failure count.
-  if (job.results_size() == 0 && job.progress().tasks_failed() > 0) return 1;
-  return 0;
+  if (job.results_size() == 0 && job.progress().tasks_failed() > 0) return kExitFailed;
+  return NotValidatedTasks(job).empty() ? kExitOk : kExitNotValidated;
 }
 
 int LogTriageExitCode(const v1::TriageLogsResponse& r, const GatePolicy& p) {
@@ -423,7 +468,7 @@ namespace {
 std::string CodeSpan(const std::string& text) {
   size_t cut = std::min<size_t>(text.size(), 240);
   while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8 characters
-  std::string code = text.substr(0, cut);
+  std::string code = SanitizeForTerminal(text.substr(0, cut), /*keep_line_breaks=*/true);
   for (char& ch : code)
     if (ch == '`' || ch == '\n' || ch == '\r') ch = '\'';
   return absl::StrCat("`", code, "`");
@@ -484,7 +529,7 @@ bool IsReportFormat(const std::string& f) { return f == "table" || f == "json" |
 
 std::string XmlEscape(const std::string& s) {
   std::string o;
-  for (unsigned char c : s) {
+  for (unsigned char c : SanitizeForTerminal(s, /*keep_line_breaks=*/true)) {
     switch (c) {
       case '&': o += "&amp;"; break;
       case '<': o += "&lt;"; break;
@@ -492,24 +537,56 @@ std::string XmlEscape(const std::string& s) {
       case '"': o += "&quot;"; break;
       case '\'': o += "&apos;"; break;
       default:
-        if (c < 0x20 && c != '\n' && c != '\t') o += "?";  // not allowed in XML 1.0
+        if (c < 0x20 && c != '\n' && c != '\t') o += "?";  // not allowed in XML 1.0 (escaped above already)
         else o += static_cast<char>(c);
     }
   }
   return o;
 }
 
+namespace {
+
+int CountTasks(const std::vector<NotValidatedTask>& nv) {
+  int n = 0;
+  for (const NotValidatedTask& t : nv) n += t.tasks;
+  return n;
+}
+
+// "NOT VALIDATED: 2 of 6 tasks (a side could not run)" and one line per
+// entry, its caller text escaped for Markdown or for a terminal.
+std::string NotValidatedText(const v1::Job& job, const std::vector<NotValidatedTask>& nv, bool markdown) {
+  if (nv.empty()) return "";
+  const int n = CountTasks(nv);
+  std::string out = absl::StrCat(markdown ? "**NOT VALIDATED: " : "NOT VALIDATED: ", n, " of ",
+                                 job.progress().tasks_total(), job.progress().tasks_total() == 1 ? " task" : " tasks",
+                                 markdown ? "**" : "",
+                                 " (a side could not run, or no result: nothing was checked there; exit code 4 unless "
+                                 "the gate fails the job)\n");
+  if (markdown) out += "\n";
+  for (const NotValidatedTask& t : nv) {
+    absl::StrAppend(&out, markdown ? "- **" : "  ", markdown ? MarkdownEscape(t.task) : SanitizeForTerminal(t.task),
+                    markdown ? "**: " : ": ", markdown ? MarkdownEscape(t.reason) : SanitizeForTerminal(t.reason), "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string FormatReport(const v1::Job& job, const std::string& format) {
+  absl::StatusOr<std::string> r = RenderReport(job, format);
+  return r.ok() ? *std::move(r) : std::string(r.status().message());
+}
+
+absl::StatusOr<std::string> RenderReport(const v1::Job& job, const std::string& format) {
   if (format == "json") {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions opt;
-    opt.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(job, &json, opt);
-    return json + "\n";
+    absl::StatusOr<std::string> json = ToJson(job);
+    if (!json.ok()) return json.status();
+    return *json + "\n";
   }
   const auto& p = job.progress();
+  const std::vector<NotValidatedTask> not_validated = NotValidatedTasks(job);
   if (format == "junit") {
-    int failures = 0, errors = 0;
+    int failures = 0, errors = 0, tests = job.results_size();
     std::string cases;
     for (const v1::TaskResult& r : job.results()) {
       const std::string cls = absl::StrCat(OpName(r.shape().op()), ".B", r.shape().b(), ".N", r.shape().n(), ".K", r.shape().k(),
@@ -524,11 +601,26 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
         const v1::Attempt& a = r.attempts(r.attempts_size() - 1);
         absl::StrAppend(&cases, "      <error message=\"infrastructure failure after ", r.attempts_size(),
                         " attempts\">", XmlEscape(a.failure_detail()), "</error>\n");
+      } else if (r.baseline().declined() && r.candidate().declined()) {
+        absl::StrAppend(&cases, "      <skipped message=\"neither kernel takes this case (both declined)\"/>\n");
       } else {
+        if (r.triage().triage_class() == v1::TRIAGE_CLASS_INFRA && !SideNotRun(r.baseline()) && !SideNotRun(r.candidate())) {
+          ++errors;
+          absl::StrAppend(&cases, "      <error message=\"not validated: infrastructure\">", XmlEscape(r.triage().reason()),
+                          "</error>\n");
+        }
         for (const auto* side : {&r.baseline(), &r.candidate()}) {
           if (side->accuracy().verdict() == v1::VERDICT_PASS) continue;
-          ++failures;
           const char* which = side == &r.baseline() ? "baseline" : "candidate";
+          if (SideNotRun(*side)) {  // nothing was checked: an error, not a failure of the kernel
+            ++errors;
+            absl::StrAppend(&cases, "      <error message=\"not validated: ", which, " could not run (",
+                            XmlEscape(side->dispatch_entry()), ") [", triage::TriageClassName(r.triage().triage_class()),
+                            "]\">", XmlEscape(side->accuracy().reason()), "\n", XmlEscape(r.triage().reason()),
+                            "</error>\n");
+            continue;
+          }
+          ++failures;
           absl::StrAppend(&cases, "      <failure message=\"", which, " ", XmlEscape(VerdictText(*side)), " (",
                           XmlEscape(side->dispatch_entry()), ") [",
                           triage::TriageClassName(r.triage().triage_class()), "]\">",
@@ -541,16 +633,25 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
       }
       absl::StrAppend(&cases, "    </testcase>\n");
     }
+    if (const int missing = MissingResults(job); missing > 0) {
+      ++tests;
+      ++errors;
+      absl::StrAppend(&cases, "    <testcase classname=\"mxval\" name=\"tasks without a result\">\n      <error message=\"not "
+                              "validated: ", missing, missing == 1 ? " task has" : " tasks have", " no result\"/>\n    </testcase>\n");
+    }
     return absl::StrCat("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"",
                         XmlEscape(absl::StrCat("mxval ", job.job_id(), " ", job.spec().name())), "\" tests=\"",
-                        job.results_size(), "\" failures=\"", failures, "\" errors=\"", errors, "\">\n",
+                        tests, "\" failures=\"", failures, "\" errors=\"", errors, "\">\n",
                         LaunchProperties(job.spec()), cases,
                         "  </testsuite>\n</testsuites>\n");
   }
   if (format == "markdown") {
-    std::string md = absl::StrCat("## mxval ", job.job_id(), job.spec().name().empty() ? "" : ": " + job.spec().name(),
-                                  "\n\n", p.tasks_done(), " of ", p.tasks_total(), " tasks done, **", p.tasks_failed(),
-                                  " failed** (", v1::JobState_Name(job.state()), ")\n\n");
+    std::string md = absl::StrCat("## mxval ", MarkdownEscape(job.job_id()),
+                                  job.spec().name().empty() ? "" : ": " + MarkdownEscape(job.spec().name()), "\n\n",
+                                  p.tasks_done(), " of ", p.tasks_total(), " tasks done, **", p.tasks_failed(),
+                                  " failed** (", v1::JobState_Name(job.state()), ")\n\n",
+                                  NotValidatedText(job, not_validated, /*markdown=*/true),
+                                  not_validated.empty() ? "" : "\n");
     if (const PdlSides pdl(job.spec()); pdl.baseline || pdl.candidate) {
       absl::StrAppend(&md, pdl.baseline && pdl.candidate ? "Both sides" : pdl.baseline ? "The baseline side" : "The candidate side",
                       " launched with programmatic dependent launch where the kernel acts on it (marked PDL): "
@@ -560,7 +661,7 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
                          "baseline | candidate |\n|---|---:|---|---|---|---:|---:|---:|---|---|\n");
     for (const v1::TaskResult& r : job.results()) {
       if (Infra(r)) {
-        absl::StrAppend(&md, "| ", ShapeName(r.shape()), " | ", r.m(), " | ", r.arch(),
+        absl::StrAppend(&md, "| ", MarkdownEscape(ShapeName(r.shape())), " | ", r.m(), " | ", MarkdownEscape(r.arch()),
                         " | | | | | | infrastructure failure | ",
                         MarkdownEscape(r.attempts(r.attempts_size() - 1).failure_detail()), " |\n");
         continue;
@@ -583,26 +684,27 @@ std::string FormatReport(const v1::Job& job, const std::string& format) {
     return md;
   }
   std::string t = absl::StrFormat("%s %s: %d/%d done, %d failed\n%-22s %6s %-6s %-16s %-16s %10s %10s %8s\n",
-                                  job.job_id(), v1::JobState_Name(job.state()), p.tasks_done(), p.tasks_total(),
+                                  SanitizeForTerminal(job.job_id()), v1::JobState_Name(job.state()), p.tasks_done(), p.tasks_total(),
                                   p.tasks_failed(), "shape", "M", "arch", "baseline", "candidate", "base_us", "cand_us",
                                   "delta");
   for (const v1::TaskResult& r : job.results()) {
     if (Infra(r)) {
       absl::StrAppend(&t, absl::StrFormat("%-22s %6d %-6s infrastructure failure: %s\n", ShapeName(r.shape()), r.m(),
-                                          r.arch(), r.attempts(r.attempts_size() - 1).failure_detail()));
+                                          SanitizeForTerminal(r.arch()),
+                                          SanitizeForTerminal(r.attempts(r.attempts_size() - 1).failure_detail())));
       continue;
     }
     const double b = r.baseline().timing().median_us(), c = r.candidate().timing().median_us();
     const v1::TriageClass tc = r.triage().triage_class();
     absl::StrAppend(&t, absl::StrFormat("%-22s %6d %-6s %-16s %-16s %10.1f %10.1f %8s%s%s\n", ShapeName(r.shape()), r.m(),
-                                        r.arch(), VerdictText(r.baseline()), VerdictText(r.candidate()), b, c,
+                                        SanitizeForTerminal(r.arch()), VerdictText(r.baseline()), VerdictText(r.candidate()), b, c,
                                         Delta(b, c),
                                         tc == v1::TRIAGE_CLASS_PASS || tc == v1::TRIAGE_CLASS_UNSPECIFIED
                                             ? ""
                                             : absl::StrCat("  ", triage::TriageClassName(tc)),
-                                        DisturbedClock(r) ? absl::StrCat("  (", ClockNote(r), ")") : ""));
+                                        DisturbedClock(r) ? absl::StrCat("  (", SanitizeForTerminal(ClockNote(r)), ")") : ""));
   }
-  return t;
+  return t + NotValidatedText(job, not_validated, /*markdown=*/false);
 }
 
 }  // namespace mxval

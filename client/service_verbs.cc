@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <fstream>
 #include <thread>
 
@@ -553,13 +554,49 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   return st.ok() ? kOk : kInternal;
 }
 
+namespace {
+
+// Streams WatchJob for `job_id` until the job is final or `deadline`
+// passes. When the coordinator goes away (UNAVAILABLE) the stream is opened
+// again, with backoff, for up to retry.budget of outage; a stream that
+// delivered events starts a fresh budget. Every stream replays the job's
+// results from the start, so `on_stream` runs before each (to drop what the
+// last one delivered). Returns the last stream's status.
+grpc::Status WatchWithRetry(v1::ValidationService::Stub& stub, const std::string& job_id, absl::Time deadline,
+                            RetryOptions retry, const std::string& verb, std::ostream& err,
+                            const std::function<void()>& on_stream,
+                            const std::function<void(const v1::JobEvent&)>& on_event) {
+  retry.retry_deadline_exceeded = false;  // the watch's own deadline
+  for (;;) {
+    bool progressed = false;
+    const grpc::Status st = CallWithRetry(verb, retry, err, [&] {
+      on_stream();
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(deadline));
+      v1::WatchJobRequest w;
+      w.set_job_id(job_id);
+      auto reader = stub.WatchJob(&ctx, w);
+      v1::JobEvent ev;
+      while (reader->Read(&ev)) {
+        progressed = true;
+        on_event(ev);
+      }
+      return reader->Finish();
+    });
+    if (st.ok() || !progressed || !RetryableStatus(retry, st) || absl::Now() >= deadline) return st;
+  }
+}
+
+}  // namespace
+
 int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string coordinator = "127.0.0.1:50051", spec_path, preset, m_text, request_id, format = "table", out_path;
   bool wait = false;
   int64_t timeout_s = 3600;
   FlagSet f("submit", "Submits a validation job (a JSON/YAML JobSpec file, or --preset/--m) and optionally waits for it.\n"
-                      "Exit codes: 0 submitted (with --wait: nothing that --fail-on gates), 1 a gating failure or an\n"
-                      "unfinished job, 2 bad spec, 3 unavailable.");
+                      "Exit codes: 0 submitted (with --wait: nothing that --fail-on gates and every task validated),\n"
+                      "1 a gating failure or an unfinished job, 2 bad spec, 3 unavailable, 4 (with --wait) NOT VALIDATED:\n"
+                      "a side could not run, 5 refused for a rate or quota limit (retry later).");
   f.String("coordinator", &coordinator, "coordinator address host:port");
   f.String("spec", &spec_path, "JobSpec file: .json (proto3 JSON mapping) or .yaml/.yml (same structure)");
   f.String("preset", &preset, "shape preset (instead of --spec)");
@@ -572,6 +609,11 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string fail_on = "pr-touched,untouched";
   f.String("fail-on", &fail_on, "with --wait: triage classes that make the exit code 1: pr-touched | "
                                 "pr-touched,untouched | any");
+  int64_t retry_seconds = 30;
+  f.Int("retry-seconds", &retry_seconds,
+        "how long to ride out an unavailable coordinator (a restart), retrying with backoff: the submit itself\n"
+        "only with --request-id (without one a retry could submit the job twice), and with --wait the watch and\n"
+        "the report (0: no retries)");
   std::string example;
   f.String("example-spec", &example, "print a commented example spec and exit: retune | pr-library | custom-shapes | "
                                      "strided-x (docs/job_spec.md explains every field)");
@@ -599,6 +641,7 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   GatePolicy gate;
   if (!ParseGatePolicy(fail_on, &gate)) return Usage(err, "submit", "--fail-on must be pr-touched, pr-touched,untouched or any");
   if (!IsReportFormat(format)) return Usage(err, "submit", "--format must be table, json, junit or markdown");
+  if (retry_seconds < 0 || retry_seconds > 86400) return Usage(err, "submit", "--retry-seconds must be in [0, 86400]");
   v1::SubmitJobRequest req;
   req.set_request_id(request_id);
   if (!spec_path.empty()) {
@@ -623,45 +666,53 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   auto channel = ClientChannel(coordinator, *creds);
   auto stub = v1::ValidationService::NewStub(channel);
   v1::SubmitJobResponse resp;
-  grpc::Status st;
-  for (int attempt = 0; attempt < 5; ++attempt) {  // same request id: safe to retry
-    st = stub->SubmitJob(Ctx(absl::Seconds(30)).get(), req, &resp);
-    if (st.error_code() != grpc::StatusCode::UNAVAILABLE || request_id.empty()) break;
-    absl::SleepFor(absl::Milliseconds(200) * (attempt + 1));
+  RetryOptions retry;
+  retry.budget = absl::Seconds(retry_seconds);
+  // Only a request id makes a repeated submit return the same job.
+  RetryOptions submit_retry = retry;
+  if (request_id.empty()) submit_retry.budget = absl::ZeroDuration();
+  std::unique_ptr<grpc::ClientContext> submit_ctx;
+  grpc::Status st = CallWithRetry("submit", submit_retry, err, [&] {
+    submit_ctx = Ctx(absl::Seconds(30));
+    return stub->SubmitJob(submit_ctx.get(), req, &resp);
+  });
+  if (!st.ok()) {
+    if (request_id.empty() && RetryableStatus(retry, st)) {
+      err << "mxval submit: not retried: without --request-id a retry could submit the job twice\n";
+    }
+    return GrpcExit(err, "submit", st, submit_ctx.get());
   }
-  if (!st.ok()) return GrpcExit(err, "submit", st);
   const std::string job_id = resp.job().job_id();
   err << "submitted " << job_id << " (" << resp.job().progress().tasks_total() << " tasks)\n";
   if (!wait) {
     out << job_id << "\n";
     return kOk;
   }
-  auto ctx = Ctx(absl::Seconds(timeout_s));
-  v1::WatchJobRequest w;
-  w.set_job_id(job_id);
-  auto reader = stub->WatchJob(ctx.get(), w);
-  v1::JobEvent ev;
   const bool tty = isatty(2);
-  while (reader->Read(&ev)) {
-    const auto& p = ev.job().progress();
-    const std::string line = absl::StrFormat("%s %d/%d done, %d running, %d failed", v1::JobState_Name(ev.job().state()),
-                                             p.tasks_done(), p.tasks_total(), p.tasks_running(), p.tasks_failed());
-    if (tty) err << "\r" << line << "   " << std::flush;
-    else if (!ev.has_result()) err << line << "\n";
-  }
+  st = WatchWithRetry(*stub, job_id, absl::Now() + absl::Seconds(timeout_s), retry, "submit", err, [] {},
+                      [&](const v1::JobEvent& ev) {
+                        const auto& p = ev.job().progress();
+                        const std::string line =
+                            absl::StrFormat("%s %d/%d done, %d running, %d failed", v1::JobState_Name(ev.job().state()),
+                                            p.tasks_done(), p.tasks_total(), p.tasks_running(), p.tasks_failed());
+                        if (tty) err << "\r" << line << "   " << std::flush;
+                        else if (!ev.has_result()) err << line << "\n";
+                      });
   if (tty) err << "\n";
-  st = reader->Finish();
   if (!st.ok()) return GrpcExit(err, "submit", st);
   return GetVerb({"--coordinator", coordinator, "--job", job_id, "--format", format, "--out", out_path.empty() ? "-" : out_path,
-                  "--fail-on", fail_on},
+                  "--fail-on", fail_on, "--retry-seconds", absl::StrCat(retry_seconds)},
                  out, err);
 }
 
 int GetVerb(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string coordinator = "127.0.0.1:50051", job_id, format = "table", out_path = "-";
-  FlagSet f("get", "Prints a job's report with its triage. Exit codes: 0 nothing that --fail-on gates, 1 a gating\n"
-                   "failure (default: PR_TOUCHED or UNTOUCHED_FAILURE) or an unfinished job, 2 unknown job,\n"
-                   "3 coordinator unavailable.");
+  FlagSet f("get", "Prints a job's report with its triage. Exit codes: 0 nothing that --fail-on gates and every task\n"
+                   "validated, 1 a gating failure (default: PR_TOUCHED or UNTOUCHED_FAILURE) or an unfinished job,\n"
+                   "2 unknown job, 3 coordinator unavailable or a report that cannot be printed, 4 NOT VALIDATED (a\n"
+                   "side could not run, an infrastructure failure, a task without a result), 5 refused for a limit.");
+  int64_t retry_seconds = 0;
+  f.Int("retry-seconds", &retry_seconds, "how long to ride out an unavailable coordinator, retrying with backoff (0: no retries)");
   std::string fail_on = "pr-touched,untouched";
   f.String("fail-on", &fail_on, "triage classes that make the exit code 1: pr-touched | pr-touched,untouched | any");
   f.String("coordinator", &coordinator, "coordinator address host:port");
@@ -672,6 +723,7 @@ int GetVerb(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (!IsReportFormat(format)) return Usage(err, "get", "--format must be table, json, junit or markdown");
   GatePolicy gate;
   if (!ParseGatePolicy(fail_on, &gate)) return Usage(err, "get", "--fail-on must be pr-touched, pr-touched,untouched or any");
+  if (retry_seconds < 0 || retry_seconds > 86400) return Usage(err, "get", "--retry-seconds must be in [0, 86400]");
   auto creds = EnvCredentials();
   if (!creds.ok()) return Usage(err, "get", std::string(creds.status().message()));
   auto stub = v1::ValidationService::NewStub(ClientChannel(coordinator, *creds));
@@ -679,10 +731,21 @@ int GetVerb(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   g.set_job_id(job_id);
   g.set_include_results(true);
   v1::Job job;
-  const grpc::Status st = stub->GetJob(Ctx(absl::Seconds(30)).get(), g, &job);
-  if (!st.ok()) return GrpcExit(err, "get", st);
-  if (int rc = WriteOutput("get", out_path, FormatReport(job, format), out, err); rc != kOk) return rc;
-  return JobExitCode(job, gate) == 0 ? kOk : kFailed;
+  RetryOptions retry;  // a read: safe to repeat
+  retry.budget = absl::Seconds(retry_seconds);
+  std::unique_ptr<grpc::ClientContext> ctx;
+  const grpc::Status st = CallWithRetry("get", retry, err, [&] {
+    ctx = Ctx(absl::Seconds(30));
+    return stub->GetJob(ctx.get(), g, &job);
+  });
+  if (!st.ok()) return GrpcExit(err, "get", st, ctx.get());
+  absl::StatusOr<std::string> report = RenderReport(job, format);
+  if (!report.ok()) {
+    err << "mxval get: " << SanitizeForTerminal(report.status().message()) << "\n";
+    return kInternal;
+  }
+  if (int rc = WriteOutput("get", out_path, *report, out, err); rc != kOk) return rc;
+  return JobExitCode(job, gate);
 }
 
 }  // namespace mxval
@@ -758,14 +821,26 @@ int DemoVerb(const std::vector<std::string>& args, std::ostream& out, std::ostre
 namespace mxval {
 
 namespace {
-// `--json` output of the list verbs: the response in proto3 JSON.
-int PrintJson(const google::protobuf::Message& m, std::ostream& out) {
-  google::protobuf::util::JsonPrintOptions jo;
-  jo.add_whitespace = true;
-  std::string s;
-  (void)google::protobuf::util::MessageToJsonString(m, &s, jo);
-  out << s << "\n";
+// `--json` output of the list verbs: the response in proto3 JSON, or
+// nothing and kInternal when it cannot be printed whole (a Duration outside
+// its range).
+int PrintJson(const google::protobuf::Message& m, const std::string& verb, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<std::string> s = ToJson(m);
+  if (!s.ok()) {
+    err << "mxval " << verb << ": " << SanitizeForTerminal(s.status().message()) << "\n";
+    return kInternal;
+  }
+  out << *s << "\n";
   return kOk;
+}
+
+// A table cell of caller text: at most `max_bytes` of it (whole UTF-8
+// characters, "..." when cut), control characters escaped.
+std::string Cell(const std::string& s, size_t max_bytes = 120) {
+  if (s.size() <= max_bytes) return SanitizeForTerminal(s);
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return SanitizeForTerminal(s.substr(0, cut)) + "...";
 }
 }  // namespace
 
@@ -902,7 +977,12 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
     f.String("worker", &worker_id, "worker id", true);
     f.Bool("undrain", &undrain, "take the worker back into service");
   }
-  if (verb == "jobs") f.Int("limit", &limit, "jobs to list (1..500)");
+  if (verb == "jobs") f.Int("limit", &limit, "jobs to list (1..100000), newest first, fetched in pages");
+  int64_t retry_seconds = 30;
+  if (verb == "watch") {
+    f.Int("retry-seconds", &retry_seconds,
+          "how long to ride out an unavailable coordinator (a restart), reopening the watch with backoff (0: no retries)");
+  }
   std::string lib_file, lib_dir, lib_name, lib_build;
   bool no_upload = false;
   if (verb == "register-library") {
@@ -952,35 +1032,36 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
   if (!creds.ok()) return Usage(err, verb, std::string(creds.status().message()));
   auto channel = ClientChannel(coordinator, *creds);
   if (verb == "watch") {
+    if (retry_seconds < 0 || retry_seconds > 86400) return Usage(err, verb, "--retry-seconds must be in [0, 86400]");
     auto stub = v1::ValidationService::NewStub(channel);
-    auto ctx = Ctx(absl::Hours(24));
-    v1::WatchJobRequest w;
-    w.set_job_id(job_id);
-    auto reader = stub->WatchJob(ctx.get(), w);
-    v1::JobEvent ev;
+    RetryOptions retry;  // a read: safe to repeat
+    retry.budget = absl::Seconds(retry_seconds);
     v1::Job last;
     std::vector<v1::TaskResult> results;
-    while (reader->Read(&ev)) {
-      last = ev.job();
-      if (ev.has_result()) results.push_back(ev.result());
-      const auto& p = ev.job().progress();
-      if (ev.has_result()) {
-        const v1::TriageClass tc = ev.result().triage().triage_class();
-        out << "  " << ev.result().task_id() << " M=" << ev.result().m() << " done"
-            << (tc == v1::TRIAGE_CLASS_PASS || tc == v1::TRIAGE_CLASS_UNSPECIFIED
-                    ? std::string()
-                    : absl::StrCat(" ", triage::TriageClassName(tc), ": ", ev.result().triage().reason()))
-            << "\n";
-      } else {
-        out << v1::JobState_Name(ev.job().state()) << " " << p.tasks_done() << "/" << p.tasks_total() << " done, "
-            << p.tasks_failed() << " failed\n";
-      }
-      out.flush();
-    }
-    const grpc::Status st = reader->Finish();
+    std::set<std::string> printed;  // a reopened watch replays results already printed
+    const grpc::Status st = WatchWithRetry(
+        *stub, job_id, absl::Now() + absl::Hours(24), retry, verb, err, [&] { results.clear(); },
+        [&](const v1::JobEvent& ev) {
+          last = ev.job();
+          if (ev.has_result()) results.push_back(ev.result());
+          const auto& p = ev.job().progress();
+          if (ev.has_result()) {
+            if (!printed.insert(ev.result().task_id()).second) return;
+            const v1::TriageClass tc = ev.result().triage().triage_class();
+            out << "  " << Cell(ev.result().task_id()) << " M=" << ev.result().m() << " done"
+                << (tc == v1::TRIAGE_CLASS_PASS || tc == v1::TRIAGE_CLASS_UNSPECIFIED
+                        ? std::string()
+                        : absl::StrCat(" ", triage::TriageClassName(tc), ": ", Cell(ev.result().triage().reason(), 400)))
+                << "\n";
+          } else {
+            out << v1::JobState_Name(ev.job().state()) << " " << p.tasks_done() << "/" << p.tasks_total() << " done, "
+                << p.tasks_failed() << " failed\n";
+          }
+          out.flush();
+        });
     if (!st.ok()) return GrpcExit(err, verb, st);
     for (v1::TaskResult& r : results) *last.add_results() = std::move(r);
-    return JobExitCode(last, GatePolicy{}) == 0 ? kOk : kFailed;
+    return JobExitCode(last, GatePolicy{});
   }
   if (verb == "cancel") {
     v1::CancelJobRequest r;
@@ -988,38 +1069,59 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
     v1::CancelJobResponse resp;
     const grpc::Status st = v1::ValidationService::NewStub(channel)->CancelJob(Ctx(absl::Seconds(30)).get(), r, &resp);
     if (!st.ok()) return GrpcExit(err, verb, st);
-    out << job_id << " " << v1::JobState_Name(resp.job().state()) << "\n";
+    out << Cell(job_id) << " " << v1::JobState_Name(resp.job().state()) << "\n";
     return kOk;
   }
   if (verb == "jobs") {
-    if (limit < 1 || limit > 500) return Usage(err, verb, "--limit must be in [1, 500]");
-    v1::ListJobsRequest r;
-    r.set_page_size(static_cast<int>(limit));
-    v1::ListJobsResponse resp;
-    const grpc::Status st = v1::ValidationService::NewStub(channel)->ListJobs(Ctx(absl::Seconds(30)).get(), r, &resp);
-    if (!st.ok()) return GrpcExit(err, verb, st);
-    if (json) return PrintJson(resp, out);
+    if (limit < 1 || limit > 100000) return Usage(err, verb, "--limit must be in [1, 100000]");
+    // Pages of at most kJobsPage jobs; a page the channel cannot receive
+    // (jobs with large specs) is asked again at half the size.
+    constexpr int kJobsPage = 50;
+    auto stub = v1::ValidationService::NewStub(channel);
+    v1::ListJobsResponse all;
+    std::string token;
+    int page = kJobsPage;
+    while (all.jobs_size() < limit) {
+      v1::ListJobsRequest r;
+      r.set_page_size(static_cast<int>(std::min<int64_t>(page, limit - all.jobs_size())));
+      r.set_page_token(token);
+      v1::ListJobsResponse resp;
+      auto ctx = Ctx(absl::Seconds(30));
+      const grpc::Status st = stub->ListJobs(ctx.get(), r, &resp);
+      if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED && page > 1 &&
+          absl::StrContains(st.error_message(), "larger than max")) {
+        page /= 2;
+        continue;
+      }
+      if (!st.ok()) return GrpcExit(err, verb, st, ctx.get());
+      for (v1::Job& j : *resp.mutable_jobs()) *all.add_jobs() = std::move(j);
+      token = resp.next_page_token();
+      if (token.empty() || resp.jobs_size() == 0) break;
+    }
+    all.set_next_page_token(token);  // non-empty: more jobs than --limit
+    if (json) return PrintJson(all, verb, out, err);
     out << absl::StrFormat("%-10s %-20s %9s %6s  %s\n", "job", "state", "done", "failed", "name");
-    for (const v1::Job& j : resp.jobs()) {
-      out << absl::StrFormat("%-10s %-20s %4d/%-4d %6d  %s\n", j.job_id(), v1::JobState_Name(j.state()),
+    for (const v1::Job& j : all.jobs()) {
+      out << absl::StrFormat("%-10s %-20s %4d/%-4d %6d  %s\n", Cell(j.job_id()), v1::JobState_Name(j.state()),
                              j.progress().tasks_done(), j.progress().tasks_total(), j.progress().tasks_failed(),
-                             j.spec().name());
+                             Cell(j.spec().name()));
     }
     return kOk;
   }
   auto admin = v1::AdminService::NewStub(channel);
   if (verb == "workers") {
     v1::ListWorkersResponse resp;
-    const grpc::Status st = admin->ListWorkers(Ctx(absl::Seconds(30)).get(), v1::ListWorkersRequest(), &resp);
-    if (!st.ok()) return GrpcExit(err, verb, st);
-    if (json) return PrintJson(resp, out);
+    auto ctx = Ctx(absl::Seconds(30));
+    const grpc::Status st = admin->ListWorkers(ctx.get(), v1::ListWorkersRequest(), &resp);
+    if (!st.ok()) return GrpcExit(err, verb, st, ctx.get());
+    if (json) return PrintJson(resp, verb, out, err);
     out << absl::StrFormat("%-24s %-24s %7s  %s\n", "worker", "state", "running", "devices");
     for (const v1::WorkerStatus& w : resp.workers()) {
       std::string devs;
       for (const v1::DeviceInfo& d : w.capabilities().devices())
-        absl::StrAppend(&devs, d.index(), ":", d.arch(), d.healthy() ? "" : "(unhealthy)", " ");
-      out << absl::StrFormat("%-24s %-24s %7d  %s\n", w.worker_id(), v1::WorkerState_Name(w.state()), w.running_tasks(),
-                             devs);
+        absl::StrAppend(&devs, d.index(), ":", Cell(d.arch(), 32), d.healthy() ? "" : "(unhealthy)", " ");
+      out << absl::StrFormat("%-24s %-24s %7d  %s\n", Cell(w.worker_id()), v1::WorkerState_Name(w.state()),
+                             w.running_tasks(), Cell(devs, 4000));
     }
     return kOk;
   }
@@ -1035,8 +1137,8 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
       uploaded = st.ok();
     }
     if (!st.ok()) return GrpcExit(err, verb, st);
-    out << "registered " << resp.library().name() << " build " << resp.library().build_id() << " sha256 "
-        << resp.library().sha256() << "\n"
+    out << "registered " << Cell(resp.library().name()) << " build " << Cell(resp.library().build_id()) << " sha256 "
+        << Cell(resp.library().sha256()) << "\n"
         << (!resp.library().content_stored() ? std::string("content: not uploaded; workers need it in their --kernel-dir")
             : uploaded ? absl::StrCat("content: uploaded ", resp.library().content_bytes(), " bytes")
                        : absl::StrCat("content: already stored (", resp.library().content_bytes(), " bytes), not sent again"))
@@ -1049,17 +1151,19 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
     v1::UnregisterKernelLibraryResponse resp;
     const grpc::Status st = admin->UnregisterKernelLibrary(Ctx(absl::Seconds(30)).get(), r, &resp);
     if (!st.ok()) return GrpcExit(err, verb, st);
-    out << "unregistered " << lib_name << "\n";
+    out << "unregistered " << Cell(lib_name) << "\n";
     return kOk;
   }
   if (verb == "libraries") {
     v1::ListKernelLibrariesResponse resp;
-    const grpc::Status st = admin->ListKernelLibraries(Ctx(absl::Seconds(30)).get(), v1::ListKernelLibrariesRequest(), &resp);
-    if (!st.ok()) return GrpcExit(err, verb, st);
-    if (json) return PrintJson(resp, out);
+    auto ctx = Ctx(absl::Seconds(30));
+    const grpc::Status st = admin->ListKernelLibraries(ctx.get(), v1::ListKernelLibrariesRequest(), &resp);
+    if (!st.ok()) return GrpcExit(err, verb, st, ctx.get());
+    if (json) return PrintJson(resp, verb, out, err);
     out << absl::StrFormat("%-28s %-24s %-16s %s\n", "library", "build", "registered by", "sha256");
     for (const v1::KernelLibraryRegistration& l : resp.libraries()) {
-      out << absl::StrFormat("%-28s %-24s %-16s %s\n", l.name(), l.build_id(), l.registered_by(), l.sha256());
+      out << absl::StrFormat("%-28s %-24s %-16s %s\n", Cell(l.name()), Cell(l.build_id()), Cell(l.registered_by()),
+                             Cell(l.sha256()));
     }
     return kOk;
   }
@@ -1069,7 +1173,7 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
   v1::DrainWorkerResponse resp;
   const grpc::Status st = admin->DrainWorker(Ctx(absl::Seconds(30)).get(), r, &resp);
   if (!st.ok()) return GrpcExit(err, verb, st);
-  out << worker_id << " " << v1::WorkerState_Name(resp.worker().state()) << "\n";
+  out << Cell(worker_id) << " " << v1::WorkerState_Name(resp.worker().state()) << "\n";
   return kOk;
 }
 
