@@ -24,6 +24,8 @@
 #include "common/digest.h"
 #include "kernels/abi/kernel_library.h"
 #include "service/auth/auth.h"
+#include "service/auth/http_auth.h"
+#include "service/auth/listen_address.h"
 #include "service/auth/tls_front.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
@@ -32,11 +34,11 @@
 #include "service/triage/kernel_triage.h"
 #include "client/spec_file.h"
 #include "google/protobuf/util/json_util.h"
-#include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "service/coordinator/coordinator_service.h"
 #include "service/coordinator/sqlite_store.h"
 #include "service/coordinator/open_store.h"
+#include "service/web/metrics_server.h"
 #include "service/web/web_ui.h"
 #include "service/worker/devices.h"
 #include "common/tree_archive.h"
@@ -85,20 +87,6 @@ std::thread SignalWatcher(std::atomic<bool>* stop, std::function<void()> on_sign
   });
 }
 
-bool IsLoopback(const std::string& addr) {
-  return absl::StartsWith(addr, "127.") || absl::StartsWith(addr, "localhost:") || absl::StartsWith(addr, "[::1]");
-}
-
-// Prometheus metrics on `listen` (plain HTTP). prometheus-cpp throws when it
-// cannot bind; that becomes UNAVAILABLE here.
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartExposer(const std::string& listen) {
-  try {
-    return std::make_unique<prometheus::Exposer>(listen);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
-  }
-}
-
 // TLS for the HTTP listeners (metrics, web page): the HTTP server binds a
 // loopback port and an auth::TlsFront serves the configured address (see
 // tls_front.h for why civetweb's own TLS is not used).
@@ -107,9 +95,20 @@ struct HttpTls {
   bool on() const { return !cert.empty(); }
 };
 
-// Plaintext HTTP off loopback only with the explicit override.
-bool HttpListenAllowed(const std::string& listen, const HttpTls& tls, bool allow_remote) {
-  return listen.empty() || IsLoopback(listen) || tls.on() || allow_remote;
+// An HTTP listen flag (unset: ""): parsed by auth::ParseListenAddress
+// (INVALID_ARGUMENT naming the flag) and rewritten to the numeric form the
+// HTTP servers bind; plaintext HTTP off loopback only with the explicit
+// override (INVALID_ARGUMENT naming `remedy` otherwise).
+absl::Status CheckHttpListen(const char* flag, std::string* listen, const HttpTls& tls, bool allow_remote,
+                             const char* remedy) {
+  if (listen->empty()) return absl::OkStatus();
+  auto a = auth::ParseListenAddress(flag, *listen);
+  if (!a.ok()) return a.status();
+  if (!a->is_loopback && !tls.on() && !allow_remote) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", *listen, " is not a loopback address: ", remedy));
+  }
+  *listen = a->Numeric();
+  return absl::OkStatus();
 }
 
 // With TLS, the public face of a loopback HTTP server on `backend_port`.
@@ -123,17 +122,16 @@ absl::StatusOr<std::unique_ptr<auth::TlsFront>> StartTlsFront(const std::string&
   return auth::TlsFront::Start(o);
 }
 
-// Metrics on `listen`: plaintext, or HTTPS through a TLS front. Prints
-// "metrics on HOST:PORT" (and "metrics over HTTPS").
+// Metrics on `listen` (checked by CheckHttpListen): plaintext, or HTTPS
+// through a TLS front; with `auth` (may be null) a scrape needs a token.
+// Prints "metrics on HOST:PORT" (and "metrics over HTTPS").
 absl::Status ServeMetrics(const std::string& listen, const HttpTls& tls, std::shared_ptr<prometheus::Registry> registry,
-                          std::unique_ptr<prometheus::Exposer>* exposer, std::unique_ptr<auth::TlsFront>* front,
-                          std::ostream& out) {
-  auto e = StartExposer(tls.on() ? "127.0.0.1:0" : listen);
+                          auth::HttpAuth* auth, std::unique_ptr<web::MetricsServer>* exposer,
+                          std::unique_ptr<auth::TlsFront>* front, std::ostream& out) {
+  auto e = web::MetricsServer::Start(tls.on() ? "127.0.0.1:0" : listen, std::move(registry), auth);
   if (!e.ok()) return e.status();
   *exposer = std::move(*e);
-  (*exposer)->RegisterCollectable(registry);
-  const auto ports = (*exposer)->GetListeningPorts();
-  int port = ports.empty() ? 0 : ports[0];
+  int port = (*exposer)->port();
   if (tls.on()) {
     auto f = StartTlsFront(listen, tls, port);
     if (!f.ok()) return f.status();
@@ -269,12 +267,21 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   std::unique_ptr<auth::Authorizer> authorizer;
   std::shared_ptr<auth::TokenProcessor> token_processor;
   v1::AuthConfig auth_config;
+  // Every denial (gRPC token, role, worker certificate, HTTP) is counted and
+  // logged once, by principal or peer, never with the token. The counter is
+  // set below, before any listener starts.
+  std::atomic<coordinator::CoordinatorMetrics*> denial_metrics{nullptr};
+  const auth::DenialHook on_denied = [&denial_metrics, &err](const std::string& reason, const std::string& method,
+                                                             const std::string& who) {
+    if (coordinator::CoordinatorMetrics* m = denial_metrics.load(); m != nullptr) m->AuthDenied(reason);
+    err << "mxval serve: denied " << method << " for " << who << " (" << reason << ")\n";
+  };
   if (!auth_config_path.empty()) {
     auto c = auth::LoadConfig(auth_config_path);
     if (!c.ok()) return Usage(err, "serve", absl::StrCat("--auth-config: ", c.status().message()));
     if (tls_client_ca.empty()) return Usage(err, "serve", "--auth-config needs --tls-client-ca: workers authenticate with certificates");
     auth_config = *c;
-    token_processor = std::make_shared<auth::TokenProcessor>(auth_config);
+    token_processor = std::make_shared<auth::TokenProcessor>(auth_config, on_denied);
   }
   std::shared_ptr<grpc::ServerCredentials> server_creds;
   if (!tls_cert.empty()) {
@@ -298,15 +305,19 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     if (!o.ok()) return Usage(err, "serve", absl::StrCat("--ownership: ", o.status().message()));
     ownership = std::move(*o);
   }
-  if (!IsLoopback(listen) && auth_config_path.empty() && !allow_remote) {
+  auto grpc_listen = auth::ParseListenAddress("--listen", listen);
+  if (!grpc_listen.ok()) return Usage(err, "serve", std::string(grpc_listen.status().message()));
+  if (!grpc_listen->is_loopback && auth_config_path.empty() && !allow_remote) {
     return Usage(err, "serve", absl::StrCat("--listen ", listen, " is not a loopback address: configure TLS and "
                                             "authentication (--tls-cert, --tls-key, --tls-client-ca, --auth-config) "
                                             "or pass --insecure-allow-remote"));
   }
-  for (const auto& [flag, addr] : {std::pair{"--metrics-listen", metrics_listen}, {"--http-listen", http_listen}}) {
-    if (!HttpListenAllowed(addr, http_tls, allow_remote)) {
-      return Usage(err, "serve", absl::StrCat(flag, " ", addr, " is not a loopback address: give it TLS (--tls-cert "
-                                              "or --http-tls-cert) or pass --insecure-allow-remote for plaintext HTTP"));
+  for (const auto& [flag, addr] : {std::pair{"--metrics-listen", &metrics_listen}, {"--http-listen", &http_listen}}) {
+    if (absl::Status st = CheckHttpListen(flag, addr, http_tls, allow_remote,
+                                          "give it TLS (--tls-cert or --http-tls-cert) or pass --insecure-allow-remote "
+                                          "for plaintext HTTP");
+        !st.ok()) {
+      return Usage(err, "serve", std::string(st.message()));
     }
   }
   if (workers < 0 || workers > 256) return Usage(err, "serve", "--workers must be in [0, 256]");
@@ -350,19 +361,25 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   auto registry = std::make_shared<prometheus::Registry>();
   coordinator::CoordinatorMetrics metrics(*registry);
   co.metrics = &metrics;
+  denial_metrics = &metrics;
+  // The web page and /metrics take the gRPC listener's tokens (http_auth.h);
+  // only the web page has browser sessions.
+  std::unique_ptr<auth::HttpAuth> web_auth, metrics_auth;
   if (token_processor) {
-    authorizer = std::make_unique<auth::Authorizer>(
-        auth_config, [&metrics, &err](const std::string& reason, const std::string& method, const std::string& who) {
-          metrics.AuthDenied(reason);
-          // The token is never logged: only the principal or the peer address.
-          err << "mxval serve: denied " << method << " for " << who << " (" << reason << ")\n";
-        });
+    authorizer = std::make_unique<auth::Authorizer>(auth_config, on_denied);
     co.authorizer = authorizer.get();
+    auth::HttpAuthOptions wo;
+    wo.https = http_tls.on();
+    web_auth = std::make_unique<auth::HttpAuth>(auth_config, RealClock::Get(), wo, on_denied);
+    wo.sessions = false;
+    metrics_auth = std::make_unique<auth::HttpAuth>(auth_config, RealClock::Get(), wo, on_denied);
   }
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<web::MetricsServer> exposer;
   std::unique_ptr<auth::TlsFront> metrics_front;
   if (!metrics_listen.empty()) {
-    if (absl::Status st = ServeMetrics(metrics_listen, http_tls, registry, &exposer, &metrics_front, out); !st.ok()) {
+    if (absl::Status st = ServeMetrics(metrics_listen, http_tls, registry, metrics_auth.get(), &exposer, &metrics_front,
+                                       out);
+        !st.ok()) {
       return Usage(err, "serve", absl::StrCat("--metrics-listen: ", st.message()));
     }
   }
@@ -389,7 +406,7 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   std::unique_ptr<web::WebServer> web_ui;
   std::unique_ptr<auth::TlsFront> web_front;
   if (!http_listen.empty()) {
-    auto w = web::WebServer::Start(&coord, http_tls.on() ? "127.0.0.1:0" : http_listen);
+    auto w = web::WebServer::Start(&coord, http_tls.on() ? "127.0.0.1:0" : http_listen, web_auth.get());
     absl::Status st = w.status();
     if (w.ok() && http_tls.on()) {
       auto f = StartTlsFront(http_listen, http_tls, (*w)->port());
@@ -406,7 +423,7 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
         << ":" << (web_front ? web_front->port() : web_ui->port()) << "/\n";
   }
   if (server_creds == nullptr) {
-    if (!IsLoopback(listen)) err << "mxval serve: WARNING: listening on " << bound << " without TLS or authentication\n";
+    if (!grpc_listen->is_loopback) err << "mxval serve: WARNING: listening on " << bound << " without TLS or authentication\n";
     else err << "mxval serve: loopback only, no TLS (the embedded default)\n";
   } else {
     err << "mxval serve: TLS" << (tls_client_ca.empty() ? "" : ", worker client certificates")
@@ -450,6 +467,8 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
     }
   });
   signals.join();
+  // Draining: health probes (every service name) answer NOT_SERVING from now on.
+  if (server->GetHealthCheckService() != nullptr) server->GetHealthCheckService()->SetServingStatus(false);
   for (auto& t : worker_threads) t.join();
   ticker.join();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -498,9 +517,10 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (http_tls.cert.empty() != http_tls.key.empty()) {
     return Usage(err, "worker", "--http-tls-cert and --http-tls-key go together");
   }
-  if (!HttpListenAllowed(metrics_listen, http_tls, allow_remote)) {
-    return Usage(err, "worker", absl::StrCat("--metrics-listen ", metrics_listen, " is not a loopback address: give it "
-                                             "TLS (--http-tls-cert) or pass --insecure-allow-remote for plaintext HTTP"));
+  if (absl::Status st = CheckHttpListen("--metrics-listen", &metrics_listen, http_tls, allow_remote,
+                                        "give it TLS (--http-tls-cert) or pass --insecure-allow-remote for plaintext HTTP");
+      !st.ok()) {
+    return Usage(err, "worker", std::string(st.message()));
   }
   auto creds = EnvCredentials(tls_ca, tls_cert, tls_key);
   if (!creds.ok()) return Usage(err, "worker", std::string(creds.status().message()));
@@ -536,10 +556,11 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   auto registry = std::make_shared<prometheus::Registry>();
   worker::WorkerMetrics metrics(*registry);
   wo.metrics = &metrics;
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<web::MetricsServer> exposer;
   std::unique_ptr<auth::TlsFront> metrics_front;
   if (!metrics_listen.empty()) {
-    if (absl::Status st = ServeMetrics(metrics_listen, http_tls, registry, &exposer, &metrics_front, out); !st.ok()) {
+    if (absl::Status st = ServeMetrics(metrics_listen, http_tls, registry, nullptr, &exposer, &metrics_front, out);
+        !st.ok()) {
       return Usage(err, "worker", absl::StrCat("--metrics-listen: ", st.message()));
     }
   }
