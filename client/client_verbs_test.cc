@@ -165,6 +165,37 @@ class FakeCoordinator final : public v1::ValidationService::Service, public v1::
     *r = workers_;
     return grpc::Status::OK;
   }
+  // The first stream delivers one result and breaks as a coordinator going
+  // down would; the next replays it and finishes the job with a task whose
+  // sides both could not run.
+  grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest*, grpc::ServerWriter<v1::JobEvent>* w) override {
+    int call;
+    {
+      absl::MutexLock l(&mu_);
+      call = ++watch_calls_;
+    }
+    v1::JobEvent ev;
+    ev.mutable_job()->set_job_id("job-1");
+    ev.mutable_job()->set_state(v1::JOB_STATE_RUNNING);
+    ev.mutable_job()->mutable_progress()->set_tasks_total(2);
+    ev.mutable_result()->set_task_id("task-one");
+    ev.mutable_result()->mutable_baseline()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+    ev.mutable_result()->mutable_candidate()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+    w->Write(ev);
+    if (call == 1) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator shutting down");
+    ev.mutable_result()->set_task_id("task-two");
+    for (v1::KernelRun* k : {ev.mutable_result()->mutable_baseline(), ev.mutable_result()->mutable_candidate()}) {
+      k->mutable_accuracy()->set_verdict(v1::VERDICT_ERROR);
+      k->mutable_accuracy()->set_reason("no device");
+    }
+    ev.mutable_result()->mutable_triage()->set_triage_class(v1::TRIAGE_CLASS_PRE_EXISTING);
+    w->Write(ev);
+    ev.clear_result();
+    ev.mutable_job()->set_state(v1::JOB_STATE_DONE);
+    ev.mutable_job()->mutable_progress()->set_tasks_done(2);
+    w->Write(ev);
+    return grpc::Status::OK;
+  }
   grpc::Status DrainWorker(grpc::ServerContext*, const v1::DrainWorkerRequest*, v1::DrainWorkerResponse*) override {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "worker_id: '\x1b[2Jx' is not registered");
   }
@@ -174,6 +205,7 @@ class FakeCoordinator final : public v1::ValidationService::Service, public v1::
   std::vector<v1::Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> tokens_ ABSL_GUARDED_BY(mu_);
   v1::ListWorkersResponse workers_ ABSL_GUARDED_BY(mu_);
+  int watch_calls_ ABSL_GUARDED_BY(mu_) = 0;
 
  private:
   int port_ = 0;
@@ -267,6 +299,25 @@ TEST(ClientVerbs, ControlCharactersFromTheServerNeverReachTheTerminal) {
   EXPECT_EQ(r.code, kExitOk);
   EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\\u001b[2Jevil"), std::string::npos) << r.out;
+}
+
+TEST(ClientVerbs, WatchReopensABrokenStreamAndGatesOnWhatCouldNotRun) {
+  FakeCoordinator fake;
+  const Result r = Cli({"watch", "--coordinator", fake.address(), "--job", "job-1"});
+  EXPECT_EQ(r.code, kExitNotValidated) << r.out << r.err;
+  {
+    absl::MutexLock l(&fake.mu_);
+    EXPECT_EQ(fake.watch_calls_, 2);
+  }
+  EXPECT_NE(r.err.find("coordinator unavailable (coordinator shutting down"), std::string::npos) << r.err;
+  const size_t first = r.out.find("task-one M=0 done");
+  ASSERT_NE(first, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("task-one", first + 1), std::string::npos) << "printed once: " << r.out;
+  EXPECT_NE(r.out.find("task-two M=0 done PRE_EXISTING"), std::string::npos) << r.out;
+  // No retries: the broken stream is the answer.
+  FakeCoordinator again;
+  EXPECT_EQ(Cli({"watch", "--coordinator", again.address(), "--job", "job-1", "--retry-seconds", "0"}).code,
+            kExitInternal);
 }
 
 TEST(ClientVerbs, UnprintableJsonExitsThreeWithNothingOnStdout) {

@@ -604,7 +604,10 @@ grpc::Status WatchWithRetry(v1::ValidationService::Stub& stub, const std::string
       }
       return reader->Finish();
     });
-    if (st.ok() || !progressed || !RetryableStatus(retry, st) || absl::Now() >= deadline) return st;
+    if (st.ok() || !progressed || !RetryableStatus(retry, st) || retry.budget <= absl::ZeroDuration() ||
+        absl::Now() >= deadline) {
+      return st;
+    }
   }
 }
 

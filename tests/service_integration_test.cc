@@ -343,5 +343,55 @@ TEST(ServiceIntegration, HttpListenersGetTlsAndPlaintextStaysOnLoopback) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(serve.out_path + ".err");
 }
 
+// The CLI against `mxval serve` processes: a rate-limited submit exits 5
+// (not 3, "unavailable"); a submit with a request id started while the
+// coordinator is down rides out its restart on the same port and file.
+TEST(ServiceIntegration, SubmitRidesOutACoordinatorRestartAndALimitExitsFive) {
+  const std::string dir = PrivateDir();
+  const std::string db = dir + "/mxval_restart.db";
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
+  struct Reaper {  // no coordinator outlives the test, whatever fails
+    Proc* p;
+    ~Reaper() {
+      if (p->pid > 0) {
+        p->Kill(SIGKILL);
+        p->Wait();
+      }
+    }
+  };
+  Proc serve = Proc::Start({MXVAL_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--submit-rate-per-minute", "1"},
+                           dir + "/serve.out");
+  Reaper reaper{&serve};
+  const int port = WaitForPort(serve.out_path);
+  ASSERT_GT(port, 0) << ReadFile(serve.out_path + ".err");
+  const std::string bin = MXVAL_BIN;
+  const std::string c = absl::StrCat(" --coordinator 127.0.0.1:", port);
+  CmdResult r = Cmd(bin + " submit" + c + " --preset dsv3-tp8 --m 1 --request-id first");
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = Cmd(bin + " submit" + c + " --preset dsv3-tp8 --m 2");
+  EXPECT_EQ(r.code, 5) << r.out;
+  EXPECT_NE(r.out.find("retry later"), std::string::npos) << r.out;
+  serve.Kill(SIGKILL);
+  serve.Wait();
+  Proc restarted;
+  Reaper reaper2{&restarted};
+  std::thread restart([&] {
+    absl::SleepFor(absl::Seconds(1));  // the submit below starts while nothing listens
+    restarted = Proc::Start({MXVAL_BIN, "serve", "--listen", absl::StrCat("127.0.0.1:", port), "--db", db},
+                            dir + "/serve2.out");
+  });
+  r = Cmd(bin + " submit" + c + " --preset dsv3-tp8 --m 4 --request-id after-restart --retry-seconds 60");
+  restart.join();
+  EXPECT_EQ(r.code, 0) << r.out << ReadFile(dir + "/serve2.out.err");
+  EXPECT_NE(r.out.find("retry 1 in"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("submitted job-2"), std::string::npos) << r.out;
+  // Without a request id the same outage is not retried.
+  restarted.Kill(SIGKILL);
+  restarted.Wait();
+  r = Cmd(bin + " submit" + c + " --preset dsv3-tp8 --m 8");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("not retried: without --request-id"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace mxval
