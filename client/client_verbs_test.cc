@@ -314,6 +314,9 @@ TEST(ClientVerbs, WatchReopensABrokenStreamAndGatesOnWhatCouldNotRun) {
   ASSERT_NE(first, std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("task-one", first + 1), std::string::npos) << "printed once: " << r.out;
   EXPECT_NE(r.out.find("task-two M=0 done PRE_EXISTING"), std::string::npos) << r.out;
+  // A gate that counts every failure fails the job instead.
+  FakeCoordinator strict;
+  EXPECT_EQ(Cli({"watch", "--coordinator", strict.address(), "--job", "job-1", "--fail-on", "any"}).code, kExitFailed);
   // No retries: the broken stream is the answer.
   FakeCoordinator again;
   EXPECT_EQ(Cli({"watch", "--coordinator", again.address(), "--job", "job-1", "--retry-seconds", "0"}).code,

@@ -1003,9 +1003,12 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
   }
   if (verb == "jobs") f.Int("limit", &limit, "jobs to list (1..100000), newest first, fetched in pages");
   int64_t retry_seconds = 30;
+  std::string fail_on = "pr-touched,untouched";
   if (verb == "watch") {
     f.Int("retry-seconds", &retry_seconds,
           "how long to ride out an unavailable coordinator (a restart), reopening the watch with backoff (0: no retries)");
+    f.String("fail-on", &fail_on,
+             "triage classes that make the exit code 1: pr-touched | pr-touched,untouched | any (then 4: NOT VALIDATED)");
   }
   std::string lib_file, lib_dir, lib_name, lib_build;
   bool no_upload = false;
@@ -1057,6 +1060,8 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
   auto channel = ClientChannel(coordinator, *creds);
   if (verb == "watch") {
     if (retry_seconds < 0 || retry_seconds > 86400) return Usage(err, verb, "--retry-seconds must be in [0, 86400]");
+    GatePolicy gate;
+    if (!ParseGatePolicy(fail_on, &gate)) return Usage(err, verb, "--fail-on must be pr-touched, pr-touched,untouched or any");
     auto stub = v1::ValidationService::NewStub(channel);
     RetryOptions retry;  // a read: safe to repeat
     retry.budget = absl::Seconds(retry_seconds);
@@ -1085,7 +1090,7 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
         });
     if (!st.ok()) return GrpcExit(err, verb, st);
     for (v1::TaskResult& r : results) *last.add_results() = std::move(r);
-    return JobExitCode(last, GatePolicy{});
+    return JobExitCode(last, gate);
   }
   if (verb == "cancel") {
     v1::CancelJobRequest r;
