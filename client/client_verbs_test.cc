@@ -131,10 +131,12 @@ TEST(CallWithRetry, RetriesUnavailableWithGrowingJitteredBackoffWithinTheBudget)
 // in its fields. ListJobs serves at most 3 jobs per page.
 class FakeCoordinator final : public v1::ValidationService::Service, public v1::AdminService::Service {
  public:
-  FakeCoordinator() {
+  // max_send: -1 sends messages of any size (a server configured past the
+  // 16 MiB every coordinator keeps to).
+  explicit FakeCoordinator(int max_send = kMaxMessageBytes) {
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    b.SetMaxSendMessageSize(kMaxMessageBytes);
+    b.SetMaxSendMessageSize(max_send);
     b.RegisterService(static_cast<v1::ValidationService::Service*>(this));
     b.RegisterService(static_cast<v1::AdminService::Service*>(this));
     server_ = b.BuildAndStart();
@@ -243,6 +245,27 @@ TEST(ClientVerbs, AJobWithAFiveMiBNameListsAndPrints) {
   r = Cli({"get", "--coordinator", fake.address(), "--job", "job-1", "--format", "markdown"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
   EXPECT_NE(r.out.find("## mxval job-1: big-nnn"), std::string::npos);
+}
+
+TEST(ClientVerbs, APageOverTheReceiveLimitIsAskedAgainSmallerAndAnOversizedJobIsNoRateLimit) {
+  FakeCoordinator fake(/*max_send=*/-1);
+  {
+    absl::MutexLock l(&fake.mu_);
+    for (int i = 1; i <= 3; ++i) fake.jobs_.push_back(DoneJob(absl::StrCat("job-", i), std::string(6 << 20, 'a' + i)));
+    fake.job_ = DoneJob("job-big", std::string(17 << 20, 'x'));
+  }
+  // 3 x 6 MiB is past 16 MiB: the page is halved until one fits.
+  Result r = Cli({"jobs", "--coordinator", fake.address(), "--limit", "3"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  for (int i = 1; i <= 3; ++i) EXPECT_NE(r.out.find(absl::StrCat("job-", i, " ")), std::string::npos) << r.out;
+  {
+    absl::MutexLock l(&fake.mu_);
+    EXPECT_EQ(fake.tokens_, (std::vector<std::string>{"", "", "1", "2"}));  // 3 jobs refused, then 1, 1, 1
+  }
+  r = Cli({"get", "--coordinator", fake.address(), "--job", "job-big"});
+  EXPECT_EQ(r.code, kExitInternal) << r.err;
+  EXPECT_NE(r.err.find("larger than max"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("retry later"), std::string::npos) << r.err;
 }
 
 TEST(ClientVerbs, JobsPagesThroughListJobs) {

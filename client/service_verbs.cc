@@ -1117,9 +1117,9 @@ int AdminVerb(const std::string& verb, const std::vector<std::string>& args, std
       v1::ListJobsResponse resp;
       auto ctx = Ctx(absl::Seconds(30));
       const grpc::Status st = stub->ListJobs(ctx.get(), r, &resp);
-      if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED && page > 1 &&
+      if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED && r.page_size() > 1 &&
           absl::StrContains(st.error_message(), "larger than max")) {
-        page /= 2;
+        page = r.page_size() / 2;
         continue;
       }
       if (!st.ok()) return GrpcExit(err, verb, st, ctx.get());

@@ -105,6 +105,8 @@ int GrpcExit(std::ostream& err, const std::string& verb, const grpc::Status& st,
     case grpc::StatusCode::PERMISSION_DENIED:  // the token's role does not allow the call
       return kUsage;
     case grpc::StatusCode::RESOURCE_EXHAUSTED: {
+      // gRPC's own message size limits: not a limit that waiting lifts.
+      if (st.error_message().find("larger than max") != std::string::npos) return kInternal;
       int64_t ms = -1;
       if (ctx != nullptr) {
         const auto& trailers = ctx->GetServerTrailingMetadata();

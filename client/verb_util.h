@@ -47,7 +47,8 @@ std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration deadline);
 // NOT_FOUND, UNAUTHENTICATED, PERMISSION_DENIED), kLimited for
 // RESOURCE_EXHAUSTED (a rate or quota limit: retry later; the wait the
 // server suggests in its `retry-after-ms` trailer is printed when `ctx`, the
-// call's context, carries one), else kInternal (unavailable, internal).
+// call's context, carries one), else kInternal (unavailable, internal, and
+// a message over gRPC's size limit).
 int GrpcExit(std::ostream& err, const std::string& verb, const grpc::Status& st,
              const grpc::ClientContext* ctx = nullptr);
 
