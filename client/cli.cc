@@ -377,7 +377,8 @@ const std::map<std::string, Verb>& Verbs() {
 std::string TopUsage() {
   std::string s = "usage: mxval <verb> [flags]   (mxval <verb> --help for its flags)\n\nverbs:\n";
   for (const auto& [name, v] : Verbs()) absl::StrAppend(&s, "  ", name, std::string(name.size() < 20 ? 20 - name.size() : 1, ' '), v.summary, "\n");
-  absl::StrAppend(&s, "\nexit codes: 0 ok, 1 validation failed, 2 bad usage or input, 3 internal error\n");
+  absl::StrAppend(&s, "\nexit codes: 0 ok, 1 validation failed, 2 bad usage or input, 3 internal error or coordinator\n"
+                     "unavailable, 4 a job NOT VALIDATED (a side could not run), 5 refused for a limit (retry later)\n");
   return s;
 }
 
