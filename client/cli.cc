@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
+#include <new>
 #include <fstream>
 #include <map>
 
@@ -13,6 +15,7 @@
 #include "client/flags.h"
 #include "client/service_verbs.h"
 #include "client/sweep.h"
+#include "common/bounded_read.h"
 #include "common/status_macros.h"
 #include "common/tensor_io.h"
 #include "kernels/mxfp4/quantize.h"
@@ -59,8 +62,51 @@ int ParseOrExit(FlagSet& flags, const std::vector<std::string>& args, const std:
   return -1;
 }
 
+// What the tensor verbs (quantize, dequantize, reference, run on tensor files)
+// may hold in memory at once: their inputs as loaded and converted, and their
+// outputs. Checked from the files' headers before anything is allocated.
+constexpr int64_t kMaxCliTensorMemoryBytes = int64_t{4} << 30;
+
+// a * b, saturating at INT64_MAX (shapes from different files can overflow).
+int64_t SatMul(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  if (a > std::numeric_limits<int64_t>::max() / b) return std::numeric_limits<int64_t>::max();
+  return a * b;
+}
+int64_t SatAdd(int64_t a, int64_t b) {
+  return a > std::numeric_limits<int64_t>::max() - b ? std::numeric_limits<int64_t>::max() : a + b;
+}
+
+// A tensor file's header, the error naming its flag.
+absl::StatusOr<TensorInfo> PeekAs(const std::string& flag, const std::string& path) {
+  auto t = PeekTensor(path);
+  if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat("--", flag, ": ", t.status().message()));
+  return t;
+}
+
+int64_t Numel(const TensorInfo& t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n = SatMul(n, d);
+  return n;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+// INVALID_ARGUMENT naming the inputs and what they would need when `bytes`
+// passes kMaxCliTensorMemoryBytes.
+absl::Status CheckMemory(const std::vector<std::pair<std::string, const TensorInfo*>>& inputs, const std::string& output,
+                         int64_t bytes) {
+  if (bytes <= kMaxCliTensorMemoryBytes) return absl::OkStatus();
+  std::vector<std::string> names;
+  for (const auto& [flag, t] : inputs) names.push_back(absl::StrCat("--", flag, " ", ShapeText(t->shape)));
+  return absl::InvalidArgumentError(absl::StrCat(
+      absl::StrJoin(names, ", "), ": ", output, " would need ",
+      bytes == std::numeric_limits<int64_t>::max() ? std::string("more than 8 EiB") : absl::StrCat(bytes >> 20, " MiB"),
+      " of memory with the inputs, over the cap of ", FormatBytes(kMaxCliTensorMemoryBytes)));
+}
+
 absl::StatusOr<HostTensor> LoadAs(const std::string& flag, const std::string& path, DType want) {
-  auto t = LoadTensor(path);
+  auto t = LoadTensor(path, kMaxCliTensorMemoryBytes);
   if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat("--", flag, ": ", t.status().message()));
   if (want == DType::kF32) {
     auto f = ToFloat32(*t);
@@ -84,6 +130,13 @@ int Quantize(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (int rc = ParseOrExit(f, args, "quantize", out, err); rc >= 0) return rc;
   auto r = mxfp4::ParseScaleRule(rule);
   if (!r.ok()) return Fail(err, "quantize", absl::InvalidArgumentError(absl::StrCat("--scale-rule: ", r.status().message())));
+  {
+    auto xi = PeekAs("input", input);
+    if (!xi.ok()) return Fail(err, "quantize", xi.status());
+    const int64_t n = Numel(*xi);  // packed n/2 and scales n/32 bytes; f32 conversion n*4
+    const int64_t bytes = SatAdd(SatAdd(xi->bytes, SatMul(n, 4)), n / 2 + n / 32);
+    if (absl::Status st = CheckMemory({{"input", &*xi}}, "the packed output", bytes); !st.ok()) return Fail(err, "quantize", st);
+  }
   auto x = LoadAs("input", input, DType::kF32);
   if (!x.ok()) return Fail(err, "quantize", x.status());
   if (x->shape.empty() || x->shape.back() % 32 != 0 || x->shape.back() == 0) {
@@ -111,6 +164,17 @@ int Dequantize(const std::vector<std::string>& args, std::ostream& out, std::ost
   f.String("scales", &scales_path, "uint8 .npy [..., K/32]", true);
   f.String("out", &out_path, "output float32 .npy [..., K]", true);
   if (int rc = ParseOrExit(f, args, "dequantize", out, err); rc >= 0) return rc;
+  {
+    auto pi = PeekAs("packed", packed_path);
+    if (!pi.ok()) return Fail(err, "dequantize", pi.status());
+    auto si = PeekAs("scales", scales_path);
+    if (!si.ok()) return Fail(err, "dequantize", si.status());
+    const int64_t out_bytes = SatMul(Numel(*pi), 2 * 4);  // two fp32 values per packed byte
+    const int64_t bytes = SatAdd(SatAdd(pi->bytes, si->bytes), out_bytes);
+    if (absl::Status st = CheckMemory({{"packed", &*pi}, {"scales", &*si}}, "the float32 output", bytes); !st.ok()) {
+      return Fail(err, "dequantize", st);
+    }
+  }
   auto p = LoadAs("packed", packed_path, DType::kU8);
   if (!p.ok()) return Fail(err, "dequantize", p.status());
   auto s = LoadAs("scales", scales_path, DType::kU8);
@@ -152,6 +216,24 @@ int Reference(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (!am.ok()) return Fail(err, "reference", absl::InvalidArgumentError(absl::StrCat("--activations: ", am.status().message())));
   auto lay = ParseOutputLayout(layout);
   if (!lay.ok()) return Fail(err, "reference", absl::InvalidArgumentError(absl::StrCat("--layout: ", lay.status().message())));
+  {
+    auto xi = PeekAs("x", x_path);
+    if (!xi.ok()) return Fail(err, "reference", xi.status());
+    auto wpi = PeekAs("w-packed", wp_path);
+    if (!wpi.ok()) return Fail(err, "reference", wpi.status());
+    auto wsi = PeekAs("w-scales", ws_path);
+    if (!wsi.ok()) return Fail(err, "reference", wsi.status());
+    if (xi->shape.size() != 3 || wpi->shape.size() != 3 || wsi->shape.size() != 3) {
+      return Fail(err, "reference", absl::InvalidArgumentError("--x, --w-packed and --w-scales must all be 3-D"));
+    }
+    // y is [B, M, N] fp32 (B, M from x; N from the weights); x is held as loaded and as fp32.
+    const int64_t y_bytes = SatMul(SatMul(SatMul(xi->shape[0], xi->shape[1]), wpi->shape[1]), 4);
+    const int64_t bytes = SatAdd(SatAdd(SatAdd(xi->bytes, SatMul(Numel(*xi), 4)), SatAdd(wpi->bytes, wsi->bytes)), y_bytes);
+    const std::string out_desc = absl::StrCat("the output [", xi->shape[0], ", ", xi->shape[1], ", ", wpi->shape[1], "]");
+    if (absl::Status st = CheckMemory({{"x", &*xi}, {"w-packed", &*wpi}, {"w-scales", &*wsi}}, out_desc, bytes); !st.ok()) {
+      return Fail(err, "reference", st);
+    }
+  }
   auto x = LoadAs("x", x_path, DType::kF32);
   if (!x.ok()) return Fail(err, "reference", x.status());
   auto wp = LoadAs("w-packed", wp_path, DType::kU8);
@@ -229,6 +311,17 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
   if (!w_packed_path.empty()) {
     if (!shapes_text.empty()) return usage(absl::InvalidArgumentError("--shapes: not with --w-packed (the file sets B, N, K)"));
+    {
+      auto wpi = PeekAs("w-packed", w_packed_path);
+      if (!wpi.ok()) return usage(wpi.status());
+      auto wsi = PeekAs("w-scales", w_scales_path);
+      if (!wsi.ok()) return usage(wsi.status());
+      // Each case's own buffers are capped when it is built (CaseData::Build).
+      const int64_t bytes = SatAdd(wpi->bytes, wsi->bytes);
+      if (absl::Status st = CheckMemory({{"w-packed", &*wpi}, {"w-scales", &*wsi}}, "the weights", bytes); !st.ok()) {
+        return usage(st);
+      }
+    }
     auto wp = LoadAs("w-packed", w_packed_path, DType::kU8);
     if (!wp.ok()) return usage(wp.status());
     auto ws = LoadAs("w-scales", w_scales_path, DType::kU8);
@@ -382,9 +475,7 @@ std::string TopUsage() {
   return s;
 }
 
-}  // namespace
-
-int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int RunCliUnguarded(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty()) {
     err << TopUsage();
     return kExitUsage;
@@ -403,6 +494,26 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     return kExitUsage;
   }
   return it->second.fn(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
+}
+
+}  // namespace
+
+// The code is exception-free by design (absl::Status); what the standard
+// library or a dependency still throws (bad_alloc, length_error,
+// filesystem_error) is a bug to fix at its cause, and ends here as exit 3
+// with a message instead of std::terminate's SIGABRT.
+int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const std::string verb = args.empty() ? std::string("mxval") : "mxval " + args[0];
+  try {
+    return RunCliUnguarded(args, out, err);
+  } catch (const std::bad_alloc&) {
+    err << verb << ": internal error: out of memory (std::bad_alloc)\n";
+  } catch (const std::exception& e) {
+    err << verb << ": internal error: " << e.what() << "\n";
+  } catch (...) {
+    err << verb << ": internal error: unknown exception\n";
+  }
+  return kExitInternal;
 }
 
 }  // namespace mxval

@@ -1,11 +1,15 @@
 #include "client/cli.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 #include <tuple>
 #include <sys/wait.h>
 
@@ -545,6 +549,156 @@ TEST(Cli, SubmitRejectsAnUnknownLaunchMode) {
   r = Cli({"submit", "--preset", "glm5-tp4", "--candidate-launch", "PDL"});
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--candidate-launch must be plain or pdl"), std::string::npos) << r.err;
+}
+
+// Hostile inputs (issue #48): every file the CLI reads is bounded and typed
+// before it is read, and no input reaches std::terminate.
+
+std::string Symlink(const std::string& name, const char* target) {
+  const std::string link = Tmp(name);
+  ::unlink(link.c_str());
+  EXPECT_EQ(::symlink(target, link.c_str()), 0);
+  return link;
+}
+
+// Writes `text` into a new FIFO at Tmp(name) from a thread once a reader opens it.
+struct FifoWriter {
+  FifoWriter(const std::string& name, std::string text) : path(Tmp(name)) {
+    ::unlink(path.c_str());
+    EXPECT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    writer = std::thread([p = path, t = std::move(text)] {
+      const int fd = ::open(p.c_str(), O_WRONLY);
+      if (fd < 0) return;
+      (void)!::write(fd, t.data(), t.size());
+      ::close(fd);
+    });
+  }
+  ~FifoWriter() { writer.join(); }
+  std::string path;
+  std::thread writer;
+};
+
+std::string AliasBombYaml() {
+  std::string bomb = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) bomb += std::string(i ? ", *" : "*") + static_cast<char>(c - 1);
+    bomb += "]\n";
+  }
+  return bomb;
+}
+
+TEST(Cli, DevicesAsInputFilesExitTwo) {
+  const std::string zero_npy = Symlink("zero.npy", "/dev/zero"), urandom_yaml = Symlink("urandom.yaml", "/dev/urandom");
+  ASSERT_TRUE(SaveNpy(Tmp("dv_w.npy"), RandomFloat({1, 32, 64}, 4)).ok());
+  ASSERT_EQ(Cli({"quantize", "--input", Tmp("dv_w.npy"), "--out-packed", Tmp("dv_wp.npy"), "--out-scales", Tmp("dv_ws.npy")}).code, 0);
+  const std::string changed = Tmp("dv_changed.txt");
+  std::ofstream(changed) << "kernels/foo.cc\n";
+  const std::string d = MXVAL_TRIAGE_DATA;
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"reference", "--x", zero_npy, "--w-packed", Tmp("dv_wp.npy"), "--w-scales", Tmp("dv_ws.npy"), "--out", Tmp("o.npy")},
+           {"quantize", "--input", Symlink("zero.safetensors", "/dev/zero") + "#w", "--out-packed", Tmp("o1.npy"),
+            "--out-scales", Tmp("o2.npy")},
+           {"submit", "--coordinator", "127.0.0.1:1", "--spec", urandom_yaml},
+           {"triage", "--changed-files", changed, "--logs", d + "/logs", "--rules", urandom_yaml},
+           {"triage", "--changed-files", Symlink("zero.txt", "/dev/zero"), "--logs", d + "/logs"},
+           {"run", "--table", zero_npy, "--m", "1"}}) {
+    const Result r = Cli(args);
+    EXPECT_EQ(r.code, 2) << args[0] << " " << args[1] << ": " << r.err;
+    EXPECT_NE(r.err.find("is a character device"), std::string::npos) << r.err;
+  }
+}
+
+TEST(Cli, YamlBombsExitTwo) {
+  std::ofstream(Tmp("bomb.yaml")) << AliasBombYaml();
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "- ";
+  std::ofstream(Tmp("deep.yaml")) << deep << "x\n";
+  const std::string d = MXVAL_TRIAGE_DATA;
+  const std::string changed = Tmp("yb_changed.txt");
+  std::ofstream(changed) << "kernels/foo.cc\n";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"submit", "--coordinator", "127.0.0.1:1", "--spec", Tmp("bomb.yaml")},
+           {"submit", "--coordinator", "127.0.0.1:1", "--spec", Tmp("deep.yaml")},
+           {"triage", "--changed-files", changed, "--logs", d + "/logs", "--rules", Tmp("bomb.yaml")},
+           {"triage", "--changed-files", changed, "--logs", d + "/logs", "--ownership", Tmp("deep.yaml")}}) {
+    const Result r = Cli(args);
+    EXPECT_EQ(r.code, 2) << args.back() << ": " << r.err;
+    const bool named = r.err.find("aliases expand to more than 100000 nodes") != std::string::npos ||
+                       r.err.find("nested deeper than 64 levels") != std::string::npos;
+    EXPECT_TRUE(named) << r.err;
+  }
+}
+
+TEST(Cli, TriageReadsPipesWithinTheirBounds) {
+  const std::string d = MXVAL_TRIAGE_DATA;
+  std::ifstream rules_in(d + "/../../../service/triage/rules/default_rules.yaml");
+  const std::string rules((std::istreambuf_iterator<char>(rules_in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(rules.empty());
+  std::ifstream changed_in(d + "/changed_files.txt");
+  const std::string changed((std::istreambuf_iterator<char>(changed_in)), std::istreambuf_iterator<char>());
+  const Result by_file = Cli({"triage", "--changed-files", d + "/changed_files.txt", "--logs", d + "/logs"});
+  Result by_pipe;
+  {
+    FifoWriter c("changed.fifo", changed);
+    FifoWriter r("rules.fifo.yaml", rules);
+    by_pipe = Cli({"triage", "--changed-files", c.path, "--logs", d + "/logs", "--rules", r.path});
+  }
+  EXPECT_EQ(by_pipe.code, by_file.code) << by_pipe.err;
+  EXPECT_EQ(by_pipe.out, by_file.out);
+  EXPECT_NE(by_pipe.out.find("(8 failing jobs)"), std::string::npos) << by_pipe.out;
+  // A rule file past its bound (1 MiB), through a pipe: refused at the bound.
+  signal(SIGPIPE, SIG_IGN);
+  Result big;
+  {
+    FifoWriter r("big_rules.fifo.yaml", std::string((1 << 20) + 4096, '#'));
+    big = Cli({"triage", "--changed-files", d + "/changed_files.txt", "--logs", d + "/logs", "--rules", r.path});
+  }
+  EXPECT_EQ(big.code, 2) << big.err;
+  EXPECT_NE(big.err.find("larger than 1 MiB"), std::string::npos) << big.err;
+}
+
+TEST(Cli, HugeOutputsAreRefusedBeforeAllocating) {
+  // 1 x 65536 x 32 activations and 65536 x 16 weights (12 MiB of files): the
+  // [1, 65536, 65536] fp32 output would be 16 GiB.
+  const int64_t M = 65536, N = 65536, K = 32;
+  ASSERT_TRUE(SaveNpy(Tmp("hx.npy"), HostTensor::Zeros(DType::kF32, {1, M, K})).ok());
+  ASSERT_TRUE(SaveNpy(Tmp("hwp.npy"), HostTensor::Zeros(DType::kU8, {1, N, K / 2})).ok());
+  ASSERT_TRUE(SaveNpy(Tmp("hws.npy"), HostTensor::Zeros(DType::kU8, {1, N, K / 32})).ok());
+  Result r = Cli({"reference", "--x", Tmp("hx.npy"), "--w-packed", Tmp("hwp.npy"), "--w-scales", Tmp("hws.npy"), "--out",
+                  Tmp("hy.npy")});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--x [1, 65536, 32], --w-packed [1, 65536, 16], --w-scales [1, 65536, 1]: the output "
+                       "[1, 65536, 65536] would need"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("over the cap of 4 GiB"), std::string::npos) << r.err;
+  // dequantize: 1 GiB of packed bytes (a sparse file) would make 8 GiB of fp32.
+  std::string header = "{'descr': '|u1', 'fortran_order': False, 'shape': (65536, 16384), }\n";
+  std::string lie("\x93NUMPY\x01\x00", 8);
+  lie += static_cast<char>(header.size() & 0xFF);
+  lie += static_cast<char>(header.size() >> 8);
+  std::ofstream(Tmp("sparse.npy"), std::ios::binary) << lie << header;
+  ASSERT_EQ(::truncate(Tmp("sparse.npy").c_str(), static_cast<off_t>(lie.size() + header.size()) + (off_t{1} << 30)), 0);
+  r = Cli({"dequantize", "--packed", Tmp("sparse.npy"), "--scales", Tmp("hws.npy"), "--out", Tmp("o.npy")});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--packed [65536, 16384], --scales [1, 65536, 1]: the float32 output would need"), std::string::npos)
+      << r.err;
+  ::unlink(Tmp("sparse.npy").c_str());
+}
+
+TEST(Cli, OverlappingSafetensorsExitTwo) {
+  const std::string data(64, '\x7f');
+  nlohmann::json h = {{"w_kc", {{"dtype", "U8"}, {"shape", {1, 2, 16}}, {"data_offsets", {0, 32}}}},
+                      {"w_kc_scale", {{"dtype", "U8"}, {"shape", {1, 2, 1}}, {"data_offsets", {30, 32}}}}};
+  const std::string hs = h.dump();
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((hs.size() >> (8 * i)) & 0xFF);
+  std::ofstream(Tmp("overlap.safetensors"), std::ios::binary) << file << hs << data;
+  const Result r = Cli({"run", "--w-packed", Tmp("overlap.safetensors") + "#w_kc", "--w-scales",
+                        Tmp("overlap.safetensors") + "#w_kc_scale", "--m", "1", "--reps", "1"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("entries 'w_kc' and 'w_kc_scale' overlap"), std::string::npos) << r.err;
 }
 
 }  // namespace

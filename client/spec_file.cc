@@ -3,7 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/tensor_io.h"
+#include "common/bounded_read.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
@@ -23,9 +23,8 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, bool yaml) {
 }
 
 absl::StatusOr<v1::JobSpec> LoadJobSpec(const std::string& path) {
-  auto bytes = ReadFileBytes(path);
+  auto bytes = ReadFileBounded(path, kMaxSpecFileBytes, /*allow_pipe=*/true);
   if (!bytes.ok()) return bytes.status();
-  if (bytes->size() > kMaxSpecFileBytes) return absl::InvalidArgumentError(absl::StrCat(path, ": larger than 4 MiB"));
   auto spec = ParseJobSpec(*bytes, absl::EndsWith(path, ".yaml") || absl::EndsWith(path, ".yml"));
   if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", spec.status().message()));
   return spec;

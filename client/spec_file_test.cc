@@ -1,6 +1,12 @@
 #include "client/spec_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "mxval/example_specs.h"
 
@@ -103,6 +109,83 @@ TEST(SpecFile, ErrorsAreClear) {
   ASSERT_FALSE(too_deep.ok());
   EXPECT_NE(too_deep.status().message().find("deeper"), std::string::npos);
   EXPECT_EQ(LoadJobSpec("/nonexistent.yaml").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(SpecFile, AliasesExpandWithinTheirBound) {
+  auto j = YamlToJson("base: &b {atol: 1.0e-5, tags: [x, y]}\ncopy: *b\n&k key: 1\nother: {*k : 2}\n");
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ(*j, R"({"base":{"atol":1e-05,"tags":["x","y"]},"copy":{"atol":1e-05,"tags":["x","y"]},"key":1,"other":{"key":2}})");
+  auto undefined = YamlToJson("a: *nowhere\n");
+  ASSERT_FALSE(undefined.ok());
+  EXPECT_NE(undefined.status().message().find("*nowhere"), std::string::npos) << undefined.status();
+  EXPECT_FALSE(YamlToJson("a: &s [1, *s]\n").ok());  // an anchor is not visible inside itself
+}
+
+// The ten-line "billion laughs": 10^9 nodes once expanded. Refused by the
+// alias count after about kMaxYamlAliasNodes nodes of work.
+TEST(SpecFile, AliasBombIsRefused) {
+  std::string bomb = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    const char p = static_cast<char>(c - 1);
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) bomb += std::string(i ? ", *" : "*") + p;
+    bomb += "]\n";
+  }
+  auto j = YamlToJson(bomb);
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(j.status().message().find("aliases expand to more than 100000 nodes"), std::string::npos) << j.status();
+  auto spec = ParseJobSpec(bomb, true);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// 100k levels in flow and in block style: refused at level kMaxYamlDepth,
+// before the parser has looked at the rest.
+TEST(SpecFile, DeepNestingIsRefusedAtTheDepthBound) {
+  const int n = 100000;
+  for (const std::string& deep : {std::string(n, '[') + "x" + std::string(n, ']'),
+                                  [&] { std::string s; for (int i = 0; i < n; ++i) s += "- "; return s + "x\n"; }(),
+                                  [&] { std::string s; for (int i = 0; i < n; ++i) s += "{a: "; return s + "x" + std::string(n, '}'); }()}) {
+    auto j = YamlToJson(deep);
+    ASSERT_FALSE(j.ok());
+    EXPECT_NE(j.status().message().find("nested deeper than 64 levels"), std::string::npos) << j.status();
+  }
+  std::string ok = "x";
+  for (int i = 0; i < kMaxYamlDepth; ++i) ok = "[" + ok + "]";
+  EXPECT_TRUE(YamlToJson(ok).ok());
+}
+
+std::string Tmp(const std::string& name) {
+  return ::testing::TempDir() + "/mxval_spec_" + std::to_string(getpid()) + "_" + name;
+}
+
+TEST(SpecFile, SpecThatIsADeviceIsRefusedAndAPipeIsRead) {
+  const std::string link = Tmp("zero.yaml");
+  ::unlink(link.c_str());
+  ASSERT_EQ(::symlink("/dev/zero", link.c_str()), 0);
+  auto z = LoadJobSpec(link);
+  EXPECT_EQ(z.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(z.status().message().find("character device"), std::string::npos) << z.status();
+
+  std::ofstream(Tmp("big.json")) << std::string(kMaxSpecFileBytes + 1, ' ');
+  auto big = LoadJobSpec(Tmp("big.json"));
+  EXPECT_NE(big.status().message().find("larger than 4 MiB"), std::string::npos) << big.status();
+
+  const std::string fifo = Tmp("fifo.yaml");
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] {
+    const int fd = ::open(fifo.c_str(), O_WRONLY);
+    const std::string text = "name: piped\npresets: [glm5-tp4]\n";
+    if (fd >= 0) {
+      (void)!::write(fd, text.data(), text.size());
+      ::close(fd);
+    }
+  });
+  auto piped = LoadJobSpec(fifo);
+  writer.join();
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  EXPECT_EQ(piped->name(), "piped");
 }
 
 }  // namespace

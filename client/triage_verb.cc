@@ -13,6 +13,7 @@
 #include "client/report.h"
 #include "client/service_verbs.h"
 #include "client/verb_util.h"
+#include "common/bounded_read.h"
 #include "google/protobuf/util/json_util.h"
 #include "mxval/v1/mxval.grpc.pb.h"
 #include "service/triage/log_triage.h"
@@ -27,14 +28,39 @@ struct TriageFlags {
   int64_t max_log_bytes = 8 << 20;
 };
 
+// Bounds on what triage reads (every log is also cut to --max-log-bytes).
+constexpr int64_t kMaxChangedFilesBytes = 64 << 20;
 constexpr int64_t kMaxDiffBytes = 32 << 20;
+constexpr size_t kMaxLogFiles = 10000;
+
+// The regular files of a log directory, sorted; INVALID_ARGUMENT naming the
+// flag if it cannot be listed or holds more than kMaxLogFiles. Entries that
+// are not regular files (directories, devices, pipes, symlinks to them) are
+// not jobs and are skipped.
+absl::StatusOr<std::vector<std::filesystem::path>> LogFiles(const std::string& flag, const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> files;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) continue;
+    if (files.size() == kMaxLogFiles) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": ", dir, " holds more than ", kMaxLogFiles, " log files"));
+    }
+    files.push_back(it->path());
+  }
+  if (ec) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", dir, ": ", ec.message()));
+  std::sort(files.begin(), files.end());
+  return files;
+}
 
 // The request: changed files, diff, one job per file in --logs, its base log
 // from the file of the same name in --base-logs. A usage message on error.
 absl::StatusOr<v1::TriageLogsRequest> ReadRequest(const TriageFlags& fl) {
   v1::TriageLogsRequest req;
   if (!fl.changed_path.empty()) {
-    auto text = ReadTail(fl.changed_path, 64 << 20);
+    // A file or a pipe (<(git diff --name-only ...)).
+    auto text = ReadFileBounded(fl.changed_path, kMaxChangedFilesBytes, /*allow_pipe=*/true);
     if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat("--changed-files: ", text.status().message()));
     for (absl::string_view line : absl::StrSplit(*text, '\n')) {
       line = absl::StripAsciiWhitespace(line);
@@ -42,35 +68,31 @@ absl::StatusOr<v1::TriageLogsRequest> ReadRequest(const TriageFlags& fl) {
     }
   }
   if (!fl.diff_path.empty()) {
-    bool cut = false;
-    auto text = ReadTail(fl.diff_path, kMaxDiffBytes, &cut);  // a file or a pipe (<(git diff ...))
+    auto text = ReadFileBounded(fl.diff_path, kMaxDiffBytes, /*allow_pipe=*/true);  // a file or <(git diff ...)
     if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat("--diff: ", text.status().message()));
-    if (cut) return absl::InvalidArgumentError(absl::StrCat("--diff: larger than ", kMaxDiffBytes, " bytes"));
     req.set_diff(std::move(*text));
   }
-  std::error_code ec;
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(fl.logs_dir, ec))
-    if (e.is_regular_file()) files.push_back(e.path());
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("--logs: ", fl.logs_dir, ": ", ec.message()));
-  if (files.empty()) return absl::InvalidArgumentError(absl::StrCat("--logs: no files in ", fl.logs_dir));
-  std::sort(files.begin(), files.end());
-  for (const auto& p : files) {
+  auto files = LogFiles("--logs", fl.logs_dir);
+  if (!files.ok()) return files.status();
+  if (files->empty()) return absl::InvalidArgumentError(absl::StrCat("--logs: no files in ", fl.logs_dir));
+  for (const auto& p : *files) {
     v1::CiJobLog* j = req.add_jobs();
     std::string name = p.filename().string();
     for (const char* ext : {".log", ".txt"})
       if (absl::EndsWith(name, ext)) name.resize(name.size() - strlen(ext));
     j->set_name(name);
     bool cut = false;
-    auto log = ReadTail(p.string(), fl.max_log_bytes, &cut);
-    if (!log.ok()) return absl::InvalidArgumentError(log.status().message());
+    auto log = ReadFileTail(p.string(), fl.max_log_bytes, &cut);
+    if (!log.ok()) return absl::InvalidArgumentError(absl::StrCat("--logs: ", log.status().message()));
     j->set_log(std::move(*log));
     j->set_truncated(cut);
     if (!fl.base_dir.empty()) {
       const std::filesystem::path b = std::filesystem::path(fl.base_dir) / p.filename();
+      std::error_code ec;
       if (std::filesystem::is_regular_file(b, ec)) {
-        auto base = ReadTail(b.string(), fl.max_log_bytes);
-        if (base.ok()) j->set_base_log(std::move(*base));
+        auto base = ReadFileTail(b.string(), fl.max_log_bytes);
+        if (!base.ok()) return absl::InvalidArgumentError(absl::StrCat("--base-logs: ", base.status().message()));
+        j->set_base_log(std::move(*base));
       }
     }
   }

@@ -337,7 +337,8 @@ absl::Status OverCap(const std::string& what, int64_t bytes, int64_t max_bytes) 
 
 // Reads the header, then only the data it describes, after checking that
 // against the file's size and the cap.
-absl::StatusOr<HostTensor> LoadNpyFile(const BoundedFile& f, int64_t max_bytes) {
+// With !read_data, the tensor comes back with its dtype and shape, no data.
+absl::StatusOr<HostTensor> LoadNpyFile(const BoundedFile& f, int64_t max_bytes, bool read_data) {
   MXVAL_ASSIGN_OR_RETURN(std::string pre, f.ReadAt(0, std::min<int64_t>(f.size(), 12)));
   size_t offset, header_len;
   MXVAL_RETURN_IF_ERROR(NpyPreamble(pre, &offset, &header_len));
@@ -353,12 +354,14 @@ absl::StatusOr<HostTensor> LoadNpyFile(const BoundedFile& f, int64_t max_bytes) 
   HostTensor t;
   t.dtype = h.dtype;
   t.shape = std::move(h.shape);
+  if (!read_data) return t;
   t.data.resize(static_cast<size_t>(h.data_bytes));
   MXVAL_RETURN_IF_ERROR(f.ReadInto(static_cast<int64_t>(h.data_offset), h.data_bytes, t.data.data()));
   return t;
 }
 
-absl::StatusOr<HostTensor> LoadSafetensorsFile(const BoundedFile& f, std::string name, int64_t max_bytes) {
+absl::StatusOr<HostTensor> LoadSafetensorsFile(const BoundedFile& f, std::string name, int64_t max_bytes,
+                                                bool read_data) {
   MXVAL_ASSIGN_OR_RETURN(std::string first8, f.ReadAt(0, std::min<int64_t>(f.size(), 8)));
   MXVAL_ASSIGN_OR_RETURN(uint64_t n, SafetensorsHeaderLength(first8, static_cast<uint64_t>(f.size())));
   MXVAL_ASSIGN_OR_RETURN(std::string text, f.ReadAt(8, static_cast<int64_t>(n)));
@@ -374,14 +377,14 @@ absl::StatusOr<HostTensor> LoadSafetensorsFile(const BoundedFile& f, std::string
   MXVAL_ASSIGN_OR_RETURN(HostTensor t, TensorOf(it->second, name));
   const int64_t bytes = static_cast<int64_t>(it->second.end - it->second.begin);
   if (bytes > max_bytes) return OverCap(absl::StrCat("tensor '", name, "' ", t.ShapeString()), bytes, max_bytes);
+  if (!read_data) return t;
   t.data.resize(static_cast<size_t>(bytes));
   MXVAL_RETURN_IF_ERROR(f.ReadInto(data_start + static_cast<int64_t>(it->second.begin), bytes, t.data.data()));
   return t;
 }
 
-}  // namespace
-
-absl::StatusOr<HostTensor> LoadTensor(const std::string& spec, int64_t max_bytes) {
+// LoadTensor and PeekTensor.
+absl::StatusOr<HostTensor> OpenTensor(const std::string& spec, int64_t max_bytes, bool read_data) {
   std::string path = spec, name;
   const size_t hash = spec.rfind('#');
   if (hash != std::string::npos && absl::StrContains(spec.substr(0, hash), ".safetensors")) {
@@ -389,12 +392,29 @@ absl::StatusOr<HostTensor> LoadTensor(const std::string& spec, int64_t max_bytes
     name = spec.substr(hash + 1);
   }
   MXVAL_ASSIGN_OR_RETURN(BoundedFile f, BoundedFile::Open(path));
-  absl::StatusOr<HostTensor> t =
-      absl::EndsWith(path, ".safetensors") ? LoadSafetensorsFile(f, name, max_bytes) : LoadNpyFile(f, max_bytes);
+  absl::StatusOr<HostTensor> t = absl::EndsWith(path, ".safetensors") ? LoadSafetensorsFile(f, name, max_bytes, read_data)
+                                                                      : LoadNpyFile(f, max_bytes, read_data);
   if (!t.ok() && !absl::StartsWith(t.status().message(), path)) {
     return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
   }
   return t;
+}
+
+}  // namespace
+
+absl::StatusOr<HostTensor> LoadTensor(const std::string& spec, int64_t max_bytes) {
+  return OpenTensor(spec, max_bytes, /*read_data=*/true);
+}
+
+absl::StatusOr<TensorInfo> PeekTensor(const std::string& spec) {
+  MXVAL_ASSIGN_OR_RETURN(HostTensor t, OpenTensor(spec, kMaxTensorBytes, /*read_data=*/false));
+  TensorInfo info;
+  info.dtype = t.dtype;
+  info.shape = std::move(t.shape);
+  int64_t numel = 1;
+  for (int64_t d : info.shape) numel *= d;  // bounded by the header checks
+  info.bytes = numel * DTypeSize(info.dtype);
+  return info;
 }
 
 absl::Status SaveNpy(const std::string& path, const HostTensor& t) {

@@ -46,6 +46,16 @@ inline constexpr int64_t kMaxNpyHeaderBytes = 1 << 20;
 // NOT_FOUND if the file cannot be opened or has no tensor of that name;
 // INVALID_ARGUMENT naming the file otherwise.
 absl::StatusOr<HostTensor> LoadTensor(const std::string& spec, int64_t max_bytes = kMaxTensorBytes);
+// A tensor file's dtype and shape, from its header alone (the checks of
+// LoadTensor except the cap), so callers can size what they will allocate
+// before reading any data.
+struct TensorInfo {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  int64_t bytes = 0;  // of the data, as stored
+};
+absl::StatusOr<TensorInfo> PeekTensor(const std::string& spec);
+
 // Writes a .npy file.
 absl::Status SaveNpy(const std::string& path, const HostTensor& t);
 

@@ -2,6 +2,11 @@
 
 #include <yaml.h>
 
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -10,51 +15,135 @@
 namespace mxval {
 namespace {
 
-constexpr int kMaxDepth = 64;
-constexpr size_t kMaxYamlBytes = 4 << 20;
-
-absl::StatusOr<nlohmann::json> NodeToJson(yaml_document_t* doc, yaml_node_t* node, int depth) {
-  if (node == nullptr) return nlohmann::json(nullptr);
-  if (depth > kMaxDepth) return absl::InvalidArgumentError("YAML nested deeper than 64 levels");
-  const auto where = [&] { return absl::StrCat(" (line ", node->start_mark.line + 1, ")"); };
-  switch (node->type) {
-    case YAML_SCALAR_NODE: {
-      const std::string v(reinterpret_cast<const char*>(node->data.scalar.value), node->data.scalar.length);
-      if (node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return nlohmann::json(v);
-      if (v == "null" || v == "~" || v.empty()) return nlohmann::json(nullptr);
-      if (v == "true" || v == "false") return nlohmann::json(v == "true");
-      int64_t i;
-      if (absl::SimpleAtoi(v, &i)) return nlohmann::json(i);
-      double d;
-      if (absl::SimpleAtod(v, &d) && !absl::StrContains(v, "inf") && !absl::StrContains(v, "nan")) return nlohmann::json(d);
-      return nlohmann::json(v);
-    }
-    case YAML_SEQUENCE_NODE: {
-      nlohmann::json a = nlohmann::json::array();
-      for (yaml_node_item_t* it = node->data.sequence.items.start; it < node->data.sequence.items.top; ++it) {
-        auto v = NodeToJson(doc, yaml_document_get_node(doc, *it), depth + 1);
-        if (!v.ok()) return v.status();
-        a.push_back(std::move(*v));
-      }
-      return a;
-    }
-    case YAML_MAPPING_NODE: {
-      nlohmann::json o = nlohmann::json::object();
-      for (yaml_node_pair_t* p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top; ++p) {
-        yaml_node_t* k = yaml_document_get_node(doc, p->key);
-        if (k == nullptr || k->type != YAML_SCALAR_NODE) return absl::InvalidArgumentError("YAML keys must be scalars" + where());
-        const std::string key(reinterpret_cast<const char*>(k->data.scalar.value), k->data.scalar.length);
-        if (o.contains(key)) return absl::InvalidArgumentError(absl::StrCat("YAML key '", key, "' appears twice", where()));
-        auto v = NodeToJson(doc, yaml_document_get_node(doc, p->value), depth + 1);
-        if (!v.ok()) return v.status();
-        o[key] = std::move(*v);
-      }
-      return o;
-    }
-    default:
-      return nlohmann::json(nullptr);
-  }
+absl::Status Bad(absl::string_view what, const yaml_mark_t& mark) {
+  return absl::InvalidArgumentError(absl::StrCat(what, " (line ", mark.line + 1, ")"));
 }
+
+nlohmann::json TypedScalar(const std::string& v, yaml_scalar_style_t style) {
+  if (style != YAML_PLAIN_SCALAR_STYLE) return nlohmann::json(v);
+  if (v == "null" || v == "~" || v.empty()) return nlohmann::json(nullptr);
+  if (v == "true" || v == "false") return nlohmann::json(v == "true");
+  int64_t i;
+  if (absl::SimpleAtoi(v, &i)) return nlohmann::json(i);
+  double d;
+  if (absl::SimpleAtod(v, &d) && !absl::StrContains(v, "inf") && !absl::StrContains(v, "nan")) return nlohmann::json(d);
+  return nlohmann::json(v);
+}
+
+// A finished node: its JSON, how many nodes it holds (itself included), and
+// for a scalar its text (a mapping key is the scalar's text, untyped).
+struct Node {
+  nlohmann::json value;
+  int64_t nodes = 1;
+  std::optional<std::string> scalar_text;
+};
+
+// A sequence or mapping being built.
+struct Open {
+  nlohmann::json value;
+  bool is_map = false;
+  std::optional<std::string> key;  // a mapping's pending key
+  std::string anchor;
+  int64_t nodes = 1;
+};
+
+// Builds JSON from the parser's events with an explicit stack, so depth costs
+// no recursion and each event is handled once.
+class Builder {
+ public:
+  // Handles one event; sets *done at the end of the first document.
+  absl::Status Event(const yaml_event_t& e, bool* done) {
+    switch (e.type) {
+      case YAML_SCALAR_EVENT: {
+        Node n;
+        n.scalar_text.emplace(reinterpret_cast<const char*>(e.data.scalar.value), e.data.scalar.length);
+        n.value = TypedScalar(*n.scalar_text, e.data.scalar.style);
+        Remember(e.data.scalar.anchor, n);
+        return Add(std::move(n), e.start_mark, done);
+      }
+      case YAML_SEQUENCE_START_EVENT:
+      case YAML_MAPPING_START_EVENT: {
+        const bool is_map = e.type == YAML_MAPPING_START_EVENT;
+        if (!stack_.empty() && stack_.back().is_map && !stack_.back().key) {
+          return Bad("YAML keys must be scalars", e.start_mark);
+        }
+        if (static_cast<int>(stack_.size()) >= kMaxYamlDepth) {
+          return Bad(absl::StrCat("YAML nested deeper than ", kMaxYamlDepth, " levels"), e.start_mark);
+        }
+        Open o;
+        o.is_map = is_map;
+        o.value = is_map ? nlohmann::json::object() : nlohmann::json::array();
+        const yaml_char_t* anchor = is_map ? e.data.mapping_start.anchor : e.data.sequence_start.anchor;
+        if (anchor != nullptr) o.anchor = reinterpret_cast<const char*>(anchor);
+        stack_.push_back(std::move(o));
+        return absl::OkStatus();
+      }
+      case YAML_SEQUENCE_END_EVENT:
+      case YAML_MAPPING_END_EVENT: {
+        Open o = std::move(stack_.back());
+        stack_.pop_back();
+        Node n;
+        n.value = std::move(o.value);
+        n.nodes = o.nodes;
+        if (!o.anchor.empty()) anchors_[o.anchor] = n;
+        return Add(std::move(n), e.start_mark, done);
+      }
+      case YAML_ALIAS_EVENT: {
+        const std::string name(reinterpret_cast<const char*>(e.data.alias.anchor));
+        auto it = anchors_.find(name);
+        if (it == anchors_.end()) return Bad(absl::StrCat("YAML alias *", name, " names no earlier anchor"), e.start_mark);
+        alias_nodes_ += it->second.nodes;
+        if (alias_nodes_ > kMaxYamlAliasNodes) {
+          return Bad(absl::StrCat("YAML aliases expand to more than ", kMaxYamlAliasNodes, " nodes"), e.start_mark);
+        }
+        return Add(Node(it->second), e.start_mark, done);
+      }
+      case YAML_DOCUMENT_END_EVENT:
+      case YAML_STREAM_END_EVENT:
+        *done = true;
+        return absl::OkStatus();
+      default:
+        return absl::OkStatus();
+    }
+  }
+
+  nlohmann::json TakeRoot() { return std::move(root_); }
+
+ private:
+  void Remember(const yaml_char_t* anchor, const Node& n) {
+    if (anchor != nullptr) anchors_[reinterpret_cast<const char*>(anchor)] = n;
+  }
+
+  absl::Status Add(Node n, const yaml_mark_t& mark, bool* done) {
+    if (stack_.empty()) {
+      root_ = std::move(n.value);
+      *done = true;
+      return absl::OkStatus();
+    }
+    Open& top = stack_.back();
+    top.nodes += n.nodes;
+    if (!top.is_map) {
+      top.value.push_back(std::move(n.value));
+      return absl::OkStatus();
+    }
+    if (!top.key) {
+      if (!n.scalar_text) return Bad("YAML keys must be scalars", mark);
+      if (top.value.contains(*n.scalar_text)) {
+        return Bad(absl::StrCat("YAML key '", *n.scalar_text, "' appears twice"), mark);
+      }
+      top.key = std::move(n.scalar_text);
+      return absl::OkStatus();
+    }
+    top.value[*top.key] = std::move(n.value);
+    top.key.reset();
+    return absl::OkStatus();
+  }
+
+  std::vector<Open> stack_;
+  std::unordered_map<std::string, Node> anchors_;
+  int64_t alias_nodes_ = 0;
+  nlohmann::json root_ = nullptr;
+};
 
 }  // namespace
 
@@ -63,19 +152,22 @@ absl::StatusOr<std::string> YamlToJson(const std::string& yaml) {
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) return absl::InternalError("YAML parser initialization failed");
   yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(yaml.data()), yaml.size());
-  yaml_document_t doc;
-  if (!yaml_parser_load(&parser, &doc)) {
-    absl::Status st = absl::InvalidArgumentError(absl::StrCat("YAML: ", parser.problem ? parser.problem : "parse error",
-                                                              " at line ", parser.problem_mark.line + 1, " column ",
-                                                              parser.problem_mark.column + 1));
-    yaml_parser_delete(&parser);
-    return st;
+  Builder b;
+  absl::Status st;
+  for (bool done = false; !done && st.ok();) {
+    yaml_event_t e;
+    if (!yaml_parser_parse(&parser, &e)) {
+      st = absl::InvalidArgumentError(absl::StrCat("YAML: ", parser.problem ? parser.problem : "parse error", " at line ",
+                                                   parser.problem_mark.line + 1, " column ",
+                                                   parser.problem_mark.column + 1));
+      break;
+    }
+    st = b.Event(e, &done);
+    yaml_event_delete(&e);
   }
-  auto json = NodeToJson(&doc, yaml_document_get_root_node(&doc), 0);
-  yaml_document_delete(&doc);
   yaml_parser_delete(&parser);
-  if (!json.ok()) return json.status();
-  return json->dump();
+  if (!st.ok()) return st;
+  return b.TakeRoot().dump();
 }
 
 }  // namespace mxval

@@ -1,10 +1,8 @@
 #include "service/triage/triage_config.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/bounded_read.h"
 #include "common/yaml_json.h"
 #include "google/protobuf/util/json_util.h"
 #include "mxval/triage_defaults.h"
@@ -32,18 +30,10 @@ absl::StatusOr<Msg> Parse(const std::string& text, bool yaml, const std::string&
   return m;
 }
 
+// A rule or ownership file: a regular file or a pipe (`--rules <(...)`), at
+// most kMaxConfigFileBytes.
 absl::StatusOr<std::string> ReadSmall(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size > static_cast<std::streamoff>(kMaxConfigFileBytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": larger than ", kMaxConfigFileBytes, " bytes"));
-  }
-  in.seekg(0);
-  std::string s(static_cast<size_t>(size), '\0');
-  in.read(s.data(), size);
-  return s;
+  return ReadFileBounded(path, static_cast<int64_t>(kMaxConfigFileBytes), /*allow_pipe=*/true);
 }
 
 bool IsYaml(const std::string& path) { return absl::EndsWith(path, ".yaml") || absl::EndsWith(path, ".yml"); }
