@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -92,6 +94,12 @@ bool IsSha256Hex(absl::string_view s) {
   for (char ch : s)
     if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
   return true;
+}
+
+std::string RandomHex(size_t bytes) {
+  std::vector<unsigned char> buf(bytes);
+  if (RAND_bytes(buf.data(), static_cast<int>(buf.size())) != 1) std::abort();
+  return Hex(buf.data(), static_cast<unsigned>(buf.size()));
 }
 
 }  // namespace mxval

@@ -23,6 +23,11 @@ absl::StatusOr<std::string> Sha256HexOfFd(int fd);
 // Of the file at `path`. NOT_FOUND if it cannot be opened.
 absl::StatusOr<std::string> Sha256HexOfFile(const std::string& path);
 
+// `bytes` bytes from the operating system's CSPRNG (OpenSSL RAND_bytes), as
+// lowercase hex: secrets that must not be guessable (lease ids, session ids).
+// Aborts if no randomness is available: a predictable secret is worse.
+std::string RandomHex(size_t bytes);
+
 // SHA-256 of bytes that arrive in pieces (an upload, a download).
 class Sha256Stream {
  public:

@@ -63,7 +63,12 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& r)
       calls_limited_(prometheus::BuildCounter()
                          .Name("mxval_coordinator_calls_limited_total")
                          .Help("Client calls refused by the per-client call rate, by method.")
-                         .Register(r)) {}
+                         .Register(r)),
+      store_errors_(prometheus::BuildCounter()
+                        .Name("mxval_coordinator_store_errors_total")
+                        .Help("Store reads and writes that failed (full disk, lost database connection).")
+                        .Register(r)
+                        .Add({})) {}
 
 void CoordinatorMetrics::TaskReported(const std::string& outcome, double run_seconds) {
   tasks_reported_.Add({{"outcome", outcome}}).Increment();

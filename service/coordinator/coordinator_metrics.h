@@ -36,6 +36,8 @@ class CoordinatorMetrics {
   void CallLimited(const std::string& method) { calls_limited_.Add({{"method", method}}).Increment(); }
   // A call refused by authentication or authorization (bounded reasons).
   void AuthDenied(const std::string& reason) { auth_denied_.Add({{"reason", reason}}).Increment(); }
+  // A store read or write that failed (full disk, lost database).
+  void StoreError() { store_errors_.Increment(); }
   // The class after the verification re-run differs from the first run's.
   void TriageChanged(const std::string& from, const std::string& to) {
     triage_changed_.Add({{"from", from}, {"to", to}}).Increment();
@@ -61,6 +63,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Counter>& calls_limited_;
   double last_expiries_ = 0, last_retries_ = 0;
   std::set<std::pair<std::string, std::string>> seen_workers_;
+  prometheus::Counter& store_errors_;
 };
 
 }  // namespace coordinator

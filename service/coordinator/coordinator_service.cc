@@ -5,14 +5,18 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "service/coordinator/request_bounds.h"
 #include "service/triage/kernel_triage.h"
 #include "service/triage/triage_config.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "service/auth/undecodable_request.h"
 
 namespace mxval {
 namespace coordinator {
@@ -140,7 +144,7 @@ v1::TaskResult Coordinator::ResultOf(const TaskRecord& t, const v1::JobSpec& spe
 v1::Job Coordinator::JobHead(const JobStatus& status) const {
   v1::Job job;
   job.set_job_id(status.job_id);
-  job.set_request_id(status.request_id);
+  job.set_request_id(ClientRequestId(status.request_id));
   job.mutable_spec()->ParseFromString(status.payload);
   job.set_state(ToProto(status.state));
   ToProto(status.created, job.mutable_created());
@@ -199,19 +203,66 @@ absl::Status Coordinator::AuthorizeWorker(const grpc::ServerContext* ctx, const 
 #define MXVAL_AUTHORIZE_WORKER(worker_id, method)                                   \
   if (absl::Status a_ = AuthorizeWorker(ctx, worker_id, method); !a_.ok()) return ToGrpc(a_)
 
+std::string RequestKey(const std::string& principal, const std::string& request_id) {
+  return request_id.empty() ? std::string() : absl::StrCat(principal, std::string(1, kRequestKeySeparator), request_id);
+}
+
+std::string ClientRequestId(const std::string& key) {
+  const size_t sep = key.find(kRequestKeySeparator);
+  return sep == std::string::npos ? key : key.substr(sep + 1);
+}
+
+void Coordinator::Denied(const std::string& reason, const char* method, const std::string& who) const {
+  if (options_.metrics) options_.metrics->AuthDenied(reason);
+  if (options_.log) {
+    options_.log(absl::StrCat("denied ", method, " for '", absl::CHexEscape(who.substr(0, 256)), "' (", reason, ")"));
+  }
+}
+
+absl::Status Coordinator::Registered(const std::string& worker_id, const char* method) const {
+  {
+    absl::MutexLock l(&mu_);
+    if (workers_.contains(worker_id)) return absl::OkStatus();
+  }
+  Denied("unregistered_worker", method, worker_id);
+  return absl::FailedPreconditionError(
+      absl::StrCat("worker_id: '", absl::CHexEscape(worker_id.substr(0, 256)), "' is not registered (RegisterWorker first)"));
+}
+
+absl::Status Coordinator::SameSpecAsFirst(const std::string& job_id, const v1::JobSpec& spec,
+                                          const std::string& request_id) const {
+  auto first = scheduler_->GetJob(job_id);
+  if (!first.ok()) return first.status();
+  v1::JobSpec before;
+  if (!before.ParseFromString(first->payload)) return absl::InternalError(absl::StrCat("job ", job_id, ": stored spec unreadable"));
+  google::protobuf::util::MessageDifferencer diff;
+  std::string report;
+  diff.ReportDifferencesToString(&report);
+  if (diff.Compare(before, spec)) return absl::OkStatus();
+  std::string first_line = report.substr(0, report.find('\n'));
+  if (first_line.size() > 300) first_line = first_line.substr(0, 300) + "...";
+  return absl::AlreadyExistsError(absl::StrCat("request_id: '", request_id, "' was accepted as job ", job_id,
+                                               " with a different spec (", first_line,
+                                               "); a retry must send the same spec, a new job a new request id"));
+}
+
 grpc::Status Coordinator::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
                                     v1::SubmitJobResponse* resp) {
   // SubmitJob has its own limits (CheckSubmitLimits), which never refuse an idempotent retry.
   auto caller = Authorize(ctx, v1::ROLE_SUBMITTER, "SubmitJob", /*rate_limited=*/false);
   if (!caller.ok()) return ToGrpc(caller.status());
   if (req->request_id().size() > 256) return ToGrpc(absl::InvalidArgumentError("request_id: longer than 256 bytes"));
+  if (size_t at = FindControlCharacter(req->request_id()); at != absl::string_view::npos) {
+    return ToGrpc(absl::InvalidArgumentError(absl::StrCat("request_id: control character at byte ", at)));
+  }
   auto plan = PlanJob(req->spec(), options_.planner, libraries_->Snapshot(), PythonPools());
   if (!plan.ok()) {
     if (options_.metrics) options_.metrics->JobRejected(absl::IsInvalidArgument(plan.status()) ? "invalid" : "exhausted");
     return ToGrpc(plan.status());
   }
   JobInput in;
-  in.request_id = req->request_id();
+  // Request ids are per owner: another principal's equal id names another job.
+  in.request_id = RequestKey(caller->principal, req->request_id());
   in.priority = plan->priority;
   in.deadline = plan->deadline;
   in.reuse_results = req->spec().reuse_results();
@@ -220,7 +271,11 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJo
   in.payload = owned.SerializeAsString();
   in.tasks.reserve(plan->tasks.size());
   for (const PlannedTask& t : plan->tasks) in.tasks.push_back({t.spec.arch(), t.dedup_key, t.spec.SerializeAsString()});
-  if (!scheduler_->FindRequest(req->request_id())) {  // a retry of an accepted job is never limited
+  if (auto first = scheduler_->FindRequest(in.request_id)) {
+    // A retry must be the same job: a different spec under the same id is a
+    // client bug that would otherwise silently drop the new spec.
+    if (absl::Status same = SameSpecAsFirst(*first, owned, req->request_id()); !same.ok()) return ToGrpc(same);
+  } else {  // a retry of an accepted job is never limited
     absl::Duration wait;
     if (absl::Status lim = CheckSubmitLimits(caller->principal, &wait); !lim.ok()) {
       if (options_.metrics) options_.metrics->JobRejected("client_limit");
@@ -338,7 +393,12 @@ grpc::Status Coordinator::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsR
       break;
     }
     auto job = BuildJob(s.job_id, false);
-    if (job.ok()) *resp->add_jobs() = std::move(*job);
+    if (!job.ok()) continue;
+    if (resp->jobs_size() > 0 && resp->ByteSizeLong() + job->ByteSizeLong() > options_.max_list_page_bytes) {
+      resp->set_next_page_token(absl::StrCat(offset + resp->jobs_size()));
+      break;
+    }
+    *resp->add_jobs() = std::move(*job);
   }
   return grpc::Status::OK;
 }
@@ -364,20 +424,31 @@ std::map<std::string, std::string> Coordinator::PythonPools() const {
 grpc::Status Coordinator::RegisterWorker(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* req,
                                          v1::RegisterWorkerResponse* resp) {
   MXVAL_AUTHORIZE_WORKER(req->worker_id(), "RegisterWorker");
-  if (req->worker_id().empty() || req->worker_id().size() > 256) {
-    return ToGrpc(absl::InvalidArgumentError("worker_id: must be 1 to 256 bytes"));
-  }
-  if (req->capabilities().devices().empty()) {
-    return ToGrpc(absl::InvalidArgumentError("capabilities.devices: a worker needs at least one device (cpu counts)"));
+  if (absl::Status st = ValidateRegistration(*req); !st.ok()) {
+    Denied("invalid_registration", "RegisterWorker", req->worker_id());
+    return ToGrpc(st);
   }
   absl::MutexLock l(&mu_);
+  if (!workers_.contains(req->worker_id()) && workers_.size() >= kMaxWorkers) {
+    // Room is made only from workers that are gone and hold nothing.
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      auto cur = it++;
+      if (cur->second.leases.empty() && StatusOf(cur->first, cur->second).state() == v1::WORKER_STATE_LOST) {
+        workers_.erase(cur);
+      }
+    }
+    if (workers_.size() >= kMaxWorkers) {
+      return ToGrpc(absl::ResourceExhaustedError(absl::StrCat("worker registry full (", kMaxWorkers, " workers)")));
+    }
+  }
   WorkerEntry& w = workers_[req->worker_id()];
   w.capabilities = req->capabilities();
   w.archs.clear();
   for (const v1::DeviceInfo& d : w.capabilities.devices())
     if (d.healthy()) w.archs.insert(d.arch());
   w.last_heartbeat = clock_->Now();
-  ToProto(options_.heartbeat_interval, resp->mutable_heartbeat_interval());
+  // At least three heartbeats per lease, however short the lease.
+  ToProto(std::min(options_.heartbeat_interval, options_.lease_duration / 3), resp->mutable_heartbeat_interval());
   ToProto(options_.lease_duration, resp->mutable_lease_duration());
   return grpc::Status::OK;
 }
@@ -388,13 +459,18 @@ absl::StatusOr<std::set<std::string>> Coordinator::LeaseArchs(const std::string&
   if (it == workers_.end()) {
     return absl::FailedPreconditionError(absl::StrCat("worker_id: '", worker_id, "' is not registered"));
   }
+  const v1::DeviceInfo* device = nullptr;
+  for (const v1::DeviceInfo& d : it->second.capabilities.devices()) {
+    if (d.index() == device_index) device = &d;
+  }
+  if (device == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_index: ", device_index, " is not a device worker '", worker_id, "' registered"));
+  }
   it->second.last_heartbeat = clock_->Now();
   std::set<std::string> archs;
-  if (it->second.draining) return archs;  // no task while draining
-  for (const v1::DeviceInfo& d : it->second.capabilities.devices()) {
-    if (d.index() == device_index && d.healthy()) archs.insert(d.arch());
-  }
-  if (archs.empty()) archs = it->second.archs;
+  if (it->second.draining || !device->healthy()) return archs;  // no task while draining or on a sick device
+  archs.insert(device->arch());
   return archs;
 }
 
@@ -418,7 +494,11 @@ grpc::Status Coordinator::LeaseTask(grpc::ServerContext* ctx, const v1::LeaseTas
                                     v1::LeaseTaskResponse* resp) {
   MXVAL_AUTHORIZE_WORKER(req->worker_id(), "LeaseTask");
   auto archs = LeaseArchs(req->worker_id(), req->device_index());
-  if (!archs.ok()) return ToGrpc(archs.status());
+  if (!archs.ok()) {
+    Denied(absl::IsInvalidArgument(archs.status()) ? "unregistered_device" : "unregistered_worker", "LeaseTask",
+           req->worker_id());
+    return ToGrpc(archs.status());
+  }
   if (archs->empty()) return grpc::Status::OK;  // draining
   const absl::Duration wait = std::min(FromProto(req->max_wait()), options_.max_long_poll);
   const absl::Time until = absl::Now() + wait;  // real time: this is I/O waiting, not scheduling logic
@@ -436,18 +516,20 @@ grpc::Status Coordinator::LeaseTask(grpc::ServerContext* ctx, const v1::LeaseTas
 grpc::Status Coordinator::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                     v1::HeartbeatResponse* resp) {
   MXVAL_AUTHORIZE_WORKER(req->worker_id(), "Heartbeat");
+  if (absl::Status st = CheckBounds(*req, ""); !st.ok()) return ToGrpc(st);
+  if (absl::Status st = Registered(req->worker_id(), "Heartbeat"); !st.ok()) return ToGrpc(st);
   {
     absl::MutexLock l(&mu_);
-    auto it = workers_.find(req->worker_id());
-    if (it == workers_.end()) {
-      return ToGrpc(absl::FailedPreconditionError(absl::StrCat("worker_id: '", req->worker_id(), "' is not registered")));
-    }
-    it->second.last_heartbeat = clock_->Now();
-    resp->set_drain(it->second.draining);
+    WorkerEntry& w = workers_[req->worker_id()];
+    w.last_heartbeat = clock_->Now();
+    resp->set_drain(w.draining);
   }
+  const LeaseHolder who{req->worker_id(), ""};
   for (const std::string& lease : req->lease_ids()) {
-    const absl::Status st = scheduler_->Renew(lease);
-    if (absl::IsFailedPrecondition(st)) {
+    const absl::Status st = scheduler_->Renew(lease, &who);
+    // Another worker's lease is not renewed, and its holder is not told.
+    if (absl::IsPermissionDenied(st)) Denied("lease_not_held_by_caller", "Heartbeat", req->worker_id());
+    if (absl::IsFailedPrecondition(st) || absl::IsPermissionDenied(st)) {
       resp->add_lost_lease_ids(lease);
       absl::MutexLock l(&mu_);
       workers_[req->worker_id()].leases.erase(lease);
@@ -462,7 +544,13 @@ grpc::Status Coordinator::ReportResult(grpc::ServerContext* ctx, const v1::Repor
                                        v1::ReportResultResponse* resp) {
   MXVAL_AUTHORIZE_WORKER(req->worker_id(), "ReportResult");
   if (req->lease_id().empty()) return ToGrpc(absl::InvalidArgumentError("lease_id: empty"));
+  if (req->lease_id().size() > 256) return ToGrpc(absl::InvalidArgumentError("lease_id: longer than 256 bytes"));
+  // An unregistered caller is refused; a worker the coordinator forgot (a
+  // restart) re-registers at its next heartbeat and retries the report.
+  if (absl::Status st = Registered(req->worker_id(), "ReportResult"); !st.ok()) return ToGrpc(st);
   const v1::TaskResult& r = req->result();
+  if (r.task_id().empty()) return ToGrpc(absl::InvalidArgumentError("result.task_id: empty"));
+  const LeaseHolder who{req->worker_id(), r.task_id()};
   const bool infra = r.attempts_size() > 0 && r.attempts(r.attempts_size() - 1).failure() == v1::FAILURE_CLASS_INFRA;
   absl::Duration ran = -absl::Seconds(1);
   const bool pass = r.baseline().accuracy().verdict() == v1::VERDICT_PASS &&
@@ -475,8 +563,14 @@ grpc::Status Coordinator::ReportResult(grpc::ServerContext* ctx, const v1::Repor
   const bool verify = !pass && !(settled(r.baseline()) && settled(r.candidate()));
   bool requeued = false;
   const absl::Status st =
-      infra ? scheduler_->FailInfra(req->lease_id(), r.attempts(r.attempts_size() - 1).failure_detail(), &ran)
-            : scheduler_->Complete(req->lease_id(), r.SerializeAsString(), &ran, verify, &requeued);
+      infra ? scheduler_->FailInfra(req->lease_id(), r.attempts(r.attempts_size() - 1).failure_detail(), &ran, &who)
+            : scheduler_->Complete(req->lease_id(), r.SerializeAsString(), &ran, verify, &requeued, &who);
+  if (absl::IsPermissionDenied(st) || absl::IsInvalidArgument(st)) {
+    // A forged or misfiled result: nothing is recorded, the holder's attempt goes on.
+    Denied(absl::IsPermissionDenied(st) ? "lease_not_held_by_caller" : "result_task_mismatch", "ReportResult",
+           req->worker_id());
+    return ToGrpc(st);
+  }
   if (absl::IsFailedPrecondition(st)) {
     resp->set_accepted(false);  // the lease was lost: not recorded, and that is final
   } else if (!st.ok()) {
@@ -696,6 +790,7 @@ grpc::Status Coordinator::UploadKernelLibrary(grpc::ServerContext* ctx,
 grpc::Status Coordinator::FetchKernelLibrary(grpc::ServerContext* ctx, const v1::FetchKernelLibraryRequest* req,
                                              grpc::ServerWriter<v1::FetchKernelLibraryResponse>* writer) {
   MXVAL_AUTHORIZE_WORKER(req->worker_id(), "FetchKernelLibrary");
+  if (absl::Status st = Registered(req->worker_id(), "FetchKernelLibrary"); !st.ok()) return ToGrpc(st);
   if (!IsSha256Hex(req->sha256())) {
     return ToGrpc(absl::InvalidArgumentError("sha256: not 64 lowercase hex digits"));
   }
@@ -741,11 +836,24 @@ std::unique_ptr<grpc::Server> StartServer(const std::string& address, Coordinato
   b.AddListeningPort(address, credentials ? credentials : grpc::InsecureServerCredentials(), port);
   b.SetMaxReceiveMessageSize(max_message_bytes);
   b.SetMaxSendMessageSize(max_message_bytes);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(auth::UndecodableRequestStatus());  // INVALID_ARGUMENT, not INTERNAL, for unparsable bytes
+  b.experimental().SetInterceptorCreators(std::move(interceptors));
   b.RegisterService(static_cast<v1::ValidationService::Service*>(coordinator));
   b.RegisterService(static_cast<v1::WorkerService::Service*>(coordinator));
   b.RegisterService(static_cast<v1::AdminService::Service*>(coordinator));
   b.RegisterService(static_cast<v1::TriageService::Service*>(coordinator));
-  return b.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  // grpc.health.v1 answers for "" and for each service by name (probes such
+  // as grpc_health_probe -service=mxval.v1.ValidationService); Shutdown, or
+  // SetServingStatus(false) at the start of a drain, makes all NOT_SERVING.
+  if (server != nullptr && server->GetHealthCheckService() != nullptr) {
+    for (const char* name : {v1::ValidationService::service_full_name(), v1::WorkerService::service_full_name(),
+                             v1::AdminService::service_full_name(), v1::TriageService::service_full_name()}) {
+      server->GetHealthCheckService()->SetServingStatus(name, true);
+    }
+  }
+  return server;
 }
 
 }  // namespace coordinator

@@ -7,6 +7,7 @@
 #ifndef MXVAL_SERVICE_COORDINATOR_COORDINATOR_SERVICE_H_
 #define MXVAL_SERVICE_COORDINATOR_COORDINATOR_SERVICE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,6 +43,9 @@ struct CoordinatorOptions {
   absl::Duration poll_step = absl::Milliseconds(250);
   absl::Duration watch_step = absl::Seconds(1);
   int max_message_bytes = 16 << 20;
+  // A ListJobs page ends before it grows past this, so every page fits in
+  // the messages clients accept (a job's spec may carry a dispatch table).
+  size_t max_list_page_bytes = 4 << 20;
   PlannerOptions planner = PlannerOptions::WithBuiltinTables();
   CoordinatorMetrics* metrics = nullptr;  // optional
   // Triage configuration; null: the built-in rules and ownership map.
@@ -68,7 +72,21 @@ struct CoordinatorOptions {
   // Their uploaded content (UploadKernelLibrary, FetchKernelLibrary); null:
   // kept in memory by the coordinator, up to 256 MiB per library.
   LibraryContent* library_content = nullptr;
+  // One line per refused worker call (an unregistered worker or device, a
+  // lease held by another worker, a result for another task), without
+  // secrets; each is also counted in mxval_coordinator_auth_denied_total.
+  // Null: not logged.
+  std::function<void(const std::string&)> log;
 };
+
+// A registry of at most this many workers (gone ones make room).
+inline constexpr size_t kMaxWorkers = 4096;
+// Request ids are per owner: the scheduler keys them as
+// "<principal><separator><request id>" (principals never contain it).
+inline constexpr char kRequestKeySeparator = '\x1f';
+std::string RequestKey(const std::string& principal, const std::string& request_id);
+// The client's request id of a scheduler key.
+std::string ClientRequestId(const std::string& key);
 
 grpc::Status ToGrpc(const absl::Status& s);
 
@@ -141,6 +159,13 @@ class Coordinator final : public v1::ValidationService::Service,
   absl::Status CheckSubmitLimits(const std::string& client, absl::Duration* retry_after);
   // Counts a finished task's triage in the metrics.
   void RecordTriage(const std::string& task_id);
+  // Counts and logs a refused call (options.log, options.metrics).
+  void Denied(const std::string& reason, const char* method, const std::string& who) const;
+  // FAILED_PRECONDITION (counted as a denial) unless `worker_id` is registered.
+  absl::Status Registered(const std::string& worker_id, const char* method) const ABSL_LOCKS_EXCLUDED(mu_);
+  // ALREADY_EXISTS naming the first difference unless `spec` is the spec job
+  // `job_id` was accepted with (an idempotent retry).
+  absl::Status SameSpecAsFirst(const std::string& job_id, const v1::JobSpec& spec, const std::string& request_id) const;
 
   struct WorkerEntry {
     v1::WorkerCapabilities capabilities;

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
+#include "service/coordinator/request_bounds.h"
 #include "service/coordinator/sqlite_store.h"
 
 namespace mxval::coordinator {
@@ -22,6 +23,11 @@ class CoordinatorServiceTest : public ::testing::Test {
   void SetUp() override {
     CoordinatorOptions o;
     o.max_long_poll = absl::Milliseconds(200);
+    o.max_list_page_bytes = 1024;  // a few jobs per page: paging is exercised
+    o.log = [this](const std::string& line) {
+      absl::MutexLock l(&log_mu_);
+      log_.push_back(line);
+    };
     coordinator_ = std::make_unique<Coordinator>(&clock_, &scheduler_, o);
     int port = 0;
     server_ = StartServer("127.0.0.1:0", coordinator_.get(), &port);
@@ -71,6 +77,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     rr.set_worker_id(worker);
     rr.set_lease_id(lease.lease_id());
     v1::TaskResult* r = rr.mutable_result();
+    r->set_task_id(lease.task().task_id());
     *r->mutable_shape() = lease.task().shape();
     r->set_m(lease.task().m());
     r->mutable_baseline()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
@@ -82,6 +89,31 @@ class CoordinatorServiceTest : public ::testing::Test {
     return workers_->ReportResult(Ctx().get(), rr, &resp).ok() && resp.accepted();
   }
 
+  std::vector<std::string> Log() {
+    absl::MutexLock l(&log_mu_);
+    return log_;
+  }
+  v1::LeaseTaskResponse Lease(const std::string& worker, int device = 0) {
+    v1::LeaseTaskRequest lr;
+    lr.set_worker_id(worker);
+    lr.set_device_index(device);
+    v1::LeaseTaskResponse lease;
+    EXPECT_TRUE(workers_->LeaseTask(Ctx().get(), lr, &lease).ok());
+    return lease;
+  }
+  grpc::Status Report(const std::string& worker, const std::string& lease_id, const std::string& task_id,
+                      v1::Verdict verdict, v1::ReportResultResponse* resp) {
+    v1::ReportResultRequest rr;
+    rr.set_worker_id(worker);
+    rr.set_lease_id(lease_id);
+    rr.mutable_result()->set_task_id(task_id);
+    rr.mutable_result()->mutable_baseline()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
+    rr.mutable_result()->mutable_candidate()->mutable_accuracy()->set_verdict(verdict);
+    return workers_->ReportResult(Ctx().get(), rr, resp);
+  }
+
+  absl::Mutex log_mu_;
+  std::vector<std::string> log_ ABSL_GUARDED_BY(log_mu_);
   bool decline_m2_ = false;  // WorkOne: the M=2 candidates are declined by can_implement, not failed
   FakeClock clock_;
   Scheduler scheduler_{&clock_, WithFailurePredicate(MakeSchedulerOptions(absl::Seconds(30), 3, 10000))};
@@ -269,6 +301,7 @@ TEST_F(CoordinatorServiceTest, LeasesNeedRegistrationAndLostLeasesAreReported) {
   v1::ReportResultRequest rr;
   rr.set_worker_id("w1");
   rr.set_lease_id(lease.lease_id());
+  rr.mutable_result()->set_task_id(lease.task().task_id());
   v1::ReportResultResponse rresp;
   ASSERT_TRUE(workers_->ReportResult(Ctx().get(), rr, &rresp).ok());
   EXPECT_FALSE(rresp.accepted());
@@ -318,6 +351,7 @@ TEST_F(CoordinatorServiceTest, ReportCanLeaseTheNextTask) {
     v1::ReportResultRequest rr;
     rr.set_worker_id("w1");
     rr.set_lease_id(lease.lease_id());
+    rr.mutable_result()->set_task_id(lease.task().task_id());
     rr.mutable_result()->mutable_baseline()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
     rr.mutable_result()->mutable_candidate()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
     rr.mutable_next();
@@ -347,6 +381,7 @@ TEST_F(CoordinatorServiceTest, ReportCanLeaseTheNextTask) {
   v1::ReportResultRequest rr;
   rr.set_worker_id("w1");
   rr.set_lease_id(lease.lease_id());
+  rr.mutable_result()->set_task_id(lease.task().task_id());
   rr.mutable_result()->mutable_baseline()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
   rr.mutable_result()->mutable_candidate()->mutable_accuracy()->set_verdict(v1::VERDICT_PASS);
   rr.mutable_next();
@@ -411,6 +446,203 @@ TEST_F(CoordinatorServiceTest, ListJobsPages) {
   lr.set_page_token("garbage");
   v1::ListJobsResponse resp;
   EXPECT_EQ(jobs_->ListJobs(Ctx().get(), lr, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// Only the holder of a lease can renew it or report its result, and only for
+// the leased task; lease ids are unguessable. Forged reports change nothing:
+// the holder's real result is the one recorded.
+TEST_F(CoordinatorServiceTest, OnlyTheLeaseHolderReports) {
+  Register("w1");
+  Register("w2");
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = Spec(1);  // 2 tasks
+  v1::SubmitJobResponse sub;
+  ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &sub).ok());
+  const v1::LeaseTaskResponse lease = Lease("w1");
+  ASSERT_TRUE(lease.has_task());
+  const v1::LeaseTaskResponse other = Lease("w2");
+  ASSERT_TRUE(other.has_task());
+  // "lease-<n>-<32 hex digits>": 128 random bits per lease.
+  for (const std::string& id : {lease.lease_id(), other.lease_id()}) {
+    const std::string secret = id.substr(id.rfind('-') + 1);
+    EXPECT_EQ(secret.size(), 32u) << id;
+    EXPECT_EQ(secret.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+  }
+  EXPECT_NE(lease.lease_id().substr(lease.lease_id().rfind('-')), other.lease_id().substr(other.lease_id().rfind('-')));
+
+  v1::ReportResultResponse resp;
+  // A caller that never registered, with a forged pass.
+  grpc::Status st = Report("mallory", lease.lease_id(), lease.task().task_id(), v1::VERDICT_PASS, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+  // A registered worker on another worker's lease.
+  st = Report("w2", lease.lease_id(), lease.task().task_id(), v1::VERDICT_PASS, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+  // The holder, naming another task (w2's) on its lease.
+  st = Report("w1", lease.lease_id(), other.task().task_id(), v1::VERDICT_PASS, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_NE(st.error_message().find("result.task_id"), std::string::npos) << st.error_message();
+  // w2's heartbeat naming w1's lease neither renews it nor loses it for w1.
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id("w2");
+  hb.add_lease_ids(lease.lease_id());
+  v1::HeartbeatResponse hr;
+  ASSERT_TRUE(workers_->Heartbeat(Ctx().get(), hb, &hr).ok());
+  EXPECT_EQ(hr.lost_lease_ids_size(), 1);
+  hb.set_worker_id("w1");
+  ASSERT_TRUE(workers_->Heartbeat(Ctx().get(), hb, &hr).ok());
+  EXPECT_EQ(hr.lost_lease_ids_size(), 0);
+  // An unregistered caller's heartbeat and lease poll are refused too.
+  hb.set_worker_id("mallory");
+  EXPECT_EQ(workers_->Heartbeat(Ctx().get(), hb, &hr).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  // The holder's real (failing) result is what the job records.
+  ASSERT_TRUE(Report("w1", lease.lease_id(), lease.task().task_id(), v1::VERDICT_FAIL_MISMATCH, &resp).ok());
+  EXPECT_TRUE(resp.accepted());
+  auto t = scheduler_.GetTask(lease.task().task_id());
+  ASSERT_TRUE(t.ok());
+  v1::TaskResult recorded;
+  ASSERT_TRUE(recorded.ParseFromString(t->first_result.empty() ? t->result : t->first_result));
+  EXPECT_EQ(recorded.candidate().accuracy().verdict(), v1::VERDICT_FAIL_MISMATCH);
+  ASSERT_EQ(t->attempts.size(), 1u);
+  EXPECT_EQ(t->attempts[0].worker_id, "w1");
+  // Every refusal was logged with its reason.
+  const std::vector<std::string> log = Log();
+  int unregistered = 0, not_held = 0, mismatch = 0;
+  for (const std::string& line : log) {
+    unregistered += line.find("(unregistered_worker)") != std::string::npos;
+    not_held += line.find("(lease_not_held_by_caller)") != std::string::npos;
+    mismatch += line.find("(result_task_mismatch)") != std::string::npos;
+  }
+  EXPECT_EQ(unregistered, 2);
+  EXPECT_EQ(not_held, 2);  // w2's report and w2's heartbeat
+  EXPECT_EQ(mismatch, 1);
+}
+
+TEST_F(CoordinatorServiceTest, LeaseOnlyForRegisteredDevices) {
+  Register("w1");  // device 0
+  v1::SubmitJobRequest req;
+  *req.mutable_spec() = Spec(1);
+  v1::SubmitJobResponse sub;
+  ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &sub).ok());
+  v1::LeaseTaskRequest lr;
+  lr.set_worker_id("w1");
+  lr.set_device_index(3);
+  v1::LeaseTaskResponse lease;
+  const grpc::Status st = workers_->LeaseTask(Ctx().get(), lr, &lease);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("device_index: 3"), std::string::npos) << st.error_message();
+  EXPECT_FALSE(lease.has_task());
+  EXPECT_TRUE(Lease("w1", 0).has_task());
+}
+
+TEST_F(CoordinatorServiceTest, RegistrationsAreBounded) {
+  const auto try_register = [&](const std::function<void(v1::RegisterWorkerRequest&)>& edit) {
+    v1::RegisterWorkerRequest req;
+    req.set_worker_id("w1");
+    v1::DeviceInfo* d = req.mutable_capabilities()->add_devices();
+    d->set_arch("sm_90a");
+    d->set_healthy(true);
+    edit(req);
+    v1::RegisterWorkerResponse resp;
+    return workers_->RegisterWorker(Ctx().get(), req, &resp);
+  };
+  const std::vector<std::pair<std::function<void(v1::RegisterWorkerRequest&)>, std::string>> bad = {
+      {[](auto& r) { r.mutable_capabilities()->mutable_devices(0)->set_arch(""); }, "capabilities.devices[0].arch"},
+      {[](auto& r) { r.mutable_capabilities()->mutable_devices(0)->set_arch("SM 90"); }, "capabilities.devices[0].arch"},
+      {[](auto& r) { r.mutable_capabilities()->mutable_devices(0)->set_index(-1); }, "capabilities.devices[0].index"},
+      {[](auto& r) { *r.mutable_capabilities()->add_devices() = r.capabilities().devices(0); },
+       "capabilities.devices[1].index"},
+      {[](auto& r) { r.set_worker_id("\x1b[2Jevil"); }, "worker_id"},
+      {[](auto& r) { r.set_worker_id(std::string(300, 'w')); }, "worker_id"},
+      {[](auto& r) { r.mutable_capabilities()->set_hostname("host\xc2\x9b" "1"); }, "capabilities.hostname"},
+      {[](auto& r) {
+         for (int i = 1; i <= kMaxWorkerDevices; ++i) {
+           v1::DeviceInfo* d = r.mutable_capabilities()->add_devices();
+           d->set_index(i);
+           d->set_arch("cpu");
+         }
+       },
+       "capabilities.devices"},
+      {[](auto& r) { r.mutable_capabilities()->clear_devices(); }, "capabilities.devices"},
+  };
+  for (const auto& [edit, field] : bad) {
+    const grpc::Status st = try_register(edit);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field;
+    EXPECT_EQ(st.error_message().rfind(field + ":", 0), 0u) << st.error_message();
+  }
+  v1::ListWorkersResponse lw;
+  ASSERT_TRUE(admin_->ListWorkers(Ctx().get(), v1::ListWorkersRequest(), &lw).ok());
+  EXPECT_EQ(lw.workers_size(), 0);  // nothing half-registered
+  EXPECT_TRUE(try_register([](auto&) {}).ok());
+}
+
+// Heartbeats come at least three times per lease, however short the lease.
+TEST(CoordinatorHeartbeat, FollowsTheLeaseLength) {
+  FakeClock clock;
+  Scheduler scheduler(&clock, SchedulerOptions{});
+  CoordinatorOptions o;
+  o.lease_duration = absl::Milliseconds(1500);
+  Coordinator c(&clock, &scheduler, o);
+  v1::RegisterWorkerRequest req;
+  req.set_worker_id("w");
+  req.mutable_capabilities()->add_devices()->set_arch("cpu");
+  v1::RegisterWorkerResponse resp;
+  ASSERT_TRUE(c.RegisterWorker(nullptr, &req, &resp).ok());
+  EXPECT_EQ(resp.heartbeat_interval().seconds(), 0);
+  EXPECT_EQ(resp.heartbeat_interval().nanos(), 500'000'000);
+}
+
+// A request id belongs to its request: a retry with another spec is an error
+// naming the difference, not a silent return of the first job.
+TEST_F(CoordinatorServiceTest, RequestIdRetryWithAnotherSpecIsRefused) {
+  v1::SubmitJobRequest req;
+  req.set_request_id("pr-7-run-1");
+  *req.mutable_spec() = Spec(1);
+  v1::SubmitJobResponse first, again;
+  ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &first).ok());
+  ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &again).ok());
+  EXPECT_EQ(again.job().job_id(), first.job().job_id());
+  EXPECT_EQ(again.job().request_id(), "pr-7-run-1");  // as the client sent it
+  req.mutable_spec()->set_name("another-job");
+  const grpc::Status st = jobs_->SubmitJob(Ctx().get(), req, &again);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_NE(st.error_message().find("name"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find(first.job().job_id()), std::string::npos) << st.error_message();
+}
+
+TEST(RequestKeys, ArePerOwner) {
+  EXPECT_NE(RequestKey("ci-bot-a", "r1"), RequestKey("ci-bot-b", "r1"));
+  EXPECT_EQ(ClientRequestId(RequestKey("ci-bot-a", "r1")), "r1");
+  EXPECT_EQ(RequestKey("ci-bot-a", ""), "");
+  EXPECT_EQ(ClientRequestId("legacy-id"), "legacy-id");
+}
+
+// Pages end by size as well as count, and chain through every job.
+TEST_F(CoordinatorServiceTest, ListJobsPagesBySize) {
+  std::set<std::string> submitted;
+  for (int i = 0; i < 7; ++i) {
+    v1::SubmitJobRequest req;
+    *req.mutable_spec() = Spec(1);
+    req.mutable_spec()->set_name(absl::StrCat("job-", i, std::string(250, 'x')));
+    v1::SubmitJobResponse sub;
+    ASSERT_TRUE(jobs_->SubmitJob(Ctx().get(), req, &sub).ok());
+    submitted.insert(sub.job().job_id());
+  }
+  std::set<std::string> listed;
+  v1::ListJobsRequest lr;
+  lr.set_page_size(500);
+  int pages = 0;
+  do {
+    v1::ListJobsResponse page;
+    ASSERT_TRUE(jobs_->ListJobs(Ctx().get(), lr, &page).ok());
+    ASSERT_GT(page.jobs_size(), 0);
+    EXPECT_TRUE(page.jobs_size() == 1 || page.ByteSizeLong() <= 1024) << page.ByteSizeLong();
+    for (const v1::Job& j : page.jobs()) EXPECT_TRUE(listed.insert(j.job_id()).second) << j.job_id();
+    lr.set_page_token(page.next_page_token());
+    ++pages;
+  } while (!lr.page_token().empty() && pages < 20);
+  EXPECT_EQ(listed, submitted);
+  EXPECT_GT(pages, 1);
 }
 
 }  // namespace
@@ -717,6 +949,16 @@ TEST(KernelLibraries, UploadIsVerifiedBoundedStoredByDigestAndFetchedInChunks) {
 
   std::string got;
   v1::FetchKernelLibraryResponse first;
+  // Only registered workers fetch.
+  EXPECT_EQ(fetch(sha, &got, &first).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  {
+    v1::RegisterWorkerRequest req;
+    req.set_worker_id("w1");
+    req.mutable_capabilities()->add_devices()->set_arch("cpu");
+    v1::RegisterWorkerResponse r;
+    ASSERT_TRUE(workers->RegisterWorker(ctx().get(), req, &r).ok());
+  }
+  got.clear();
   ASSERT_TRUE(fetch(sha, &got, &first).ok());
   EXPECT_EQ(got, bytes);
   EXPECT_EQ(first.content_bytes(), static_cast<int64_t>(bytes.size()));

@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "kernels/mxfp4/quantize.h"
 #include "mxval/default_tables.h"
+#include "service/coordinator/request_bounds.h"
 #include "validation/presets.h"
 
 namespace mxval {
@@ -319,6 +320,8 @@ PlannerOptions PlannerOptions::WithBuiltinTables() {
 
 absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o, const LibraryMap& libraries,
                                 const std::map<std::string, std::string>& python_pools) {
+  // Every string and list a caller stores is bounded (request_bounds.h).
+  if (absl::Status st = CheckBounds(spec, "spec"); !st.ok()) return st;
   // Shapes: explicit ones, then presets.
   std::vector<v1::Shape> shapes;
   for (int i = 0; i < spec.shapes_size(); ++i) {
@@ -410,9 +413,8 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o
   JobPlan plan;
   plan.priority = spec.priority();
   if (spec.has_deadline()) {
-    const absl::Duration d = absl::Seconds(spec.deadline().seconds()) + absl::Nanoseconds(spec.deadline().nanos());
-    if (d <= absl::ZeroDuration()) return Bad("spec.deadline", "must be positive");
-    plan.deadline = d;
+    if (absl::Status st = ValidateDeadline(spec.deadline()); !st.ok()) return st;
+    plan.deadline = absl::Seconds(spec.deadline().seconds()) + absl::Nanoseconds(spec.deadline().nanos());
   }
 
   // Kernels and tables.

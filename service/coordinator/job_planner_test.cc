@@ -1,9 +1,11 @@
 #include "service/coordinator/job_planner.h"
 
+#include <functional>
 #include <set>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "service/coordinator/request_bounds.h"
 
 namespace mxval::coordinator {
 namespace {
@@ -571,6 +573,54 @@ TEST(JobPlanner, PythonLibrarySpecMistakesAreRefusedAtSubmit) {
   t.mutable_baseline_table()->set_json(R"({"M_LEQ_16": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64,
       "my_key": 1}, "any": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64}})");
   expect_bad(t, "spec.baseline_table", "unknown config key 'my_key'");
+}
+
+}  // namespace
+}  // namespace mxval::coordinator
+
+namespace mxval::coordinator {
+namespace {
+
+// Everything a caller stores is bounded and printable; each refusal names
+// the field.
+TEST(JobPlannerBounds, StringsListsAndDeadlineAreBounded) {
+  const PlannerOptions o = PlannerOptions::WithBuiltinTables();
+  const std::vector<std::pair<std::function<void(v1::JobSpec&)>, std::string>> bad = {
+      {[](v1::JobSpec& s) { s.set_name(std::string(15 << 20, 'n')); }, "spec.name"},
+      {[](v1::JobSpec& s) { s.set_name("ok\x1b[2J"); }, "spec.name"},
+      {[](v1::JobSpec& s) { s.mutable_pull_request()->add_changed_files("a\nb"); },
+       "spec.pull_request.changed_files[0]"},
+      {[](v1::JobSpec& s) {
+         for (int i = 0; i < 1025; ++i) s.add_m_values(i + 1);
+       },
+       "spec.m_values"},
+      {[](v1::JobSpec& s) { s.mutable_baseline_kernel()->set_build_id(std::string(257, 'b')); },
+       "spec.baseline_kernel.build_id"},
+      {[](v1::JobSpec& s) { s.mutable_deadline()->set_seconds(1'000'000'000'000'000LL); }, "spec.deadline"},
+      {[](v1::JobSpec& s) { s.mutable_deadline()->set_seconds(-5); }, "spec.deadline"},
+      {[](v1::JobSpec& s) { s.mutable_deadline()->set_nanos(-1); }, "spec.deadline.nanos"},
+  };
+  for (const auto& [edit, field] : bad) {
+    v1::JobSpec s = GoodSpec();
+    edit(s);
+    auto plan = PlanJob(s, o);
+    ASSERT_FALSE(plan.ok()) << field;
+    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_EQ(plan.status().message().substr(0, field.size() + 1), field + ":") << plan.status().message();
+  }
+  // A dispatch table is a file: newlines and tabs are fine there, and a day's deadline.
+  v1::JobSpec s = GoodSpec();
+  s.mutable_deadline()->set_seconds(86400);
+  EXPECT_TRUE(PlanJob(s, o).ok());
+}
+
+TEST(RequestBounds, FindsControlCharacters) {
+  EXPECT_EQ(FindControlCharacter("plain text, ünïcode"), absl::string_view::npos);
+  EXPECT_EQ(FindControlCharacter("a\tb"), 1u);
+  EXPECT_EQ(FindControlCharacter("a\tb", "\t"), absl::string_view::npos);
+  EXPECT_EQ(FindControlCharacter("ab\x7f"), 2u);
+  EXPECT_EQ(FindControlCharacter("x\xc2\x9b" "2J"), 1u);  // C1 CSI
+  EXPECT_EQ(FindControlCharacter("\xc2\xa0"), absl::string_view::npos);  // no-break space is text
 }
 
 }  // namespace

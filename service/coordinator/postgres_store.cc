@@ -350,7 +350,7 @@ absl::Status PostgresStore::WriteTaskLocked(TaskRecord& t, bool lease_from_rev) 
                  " r AS (UPDATE meta SET value = value + 1 WHERE key = 'rev' AND EXISTS (SELECT 1 FROM cur)"
                  " RETURNING value)"
                  " UPDATE tasks SET state = $3, attempts = $4,"
-                 " lease_id = CASE WHEN $15 THEN 'lease-r' || (SELECT value FROM r) ELSE $5 END,"
+                 " lease_id = CASE WHEN $15 THEN 'lease-r' || (SELECT value FROM r) || $16 ELSE $5 END,"
                  " lease_worker = $6, lease_expiry_us = $7, has_result = $8, reused = $9, infra_failed = $10,"
                  " result = $11, first_result = $12, last_worker = $13, last_finished_us = $14,"
                  " rev = (SELECT value FROM r) WHERE task_id IN (SELECT task_id FROM cur) RETURNING rev, lease_id")
@@ -358,6 +358,8 @@ absl::Status PostgresStore::WriteTaskLocked(TaskRecord& t, bool lease_from_rev) 
                .I64(static_cast<int64_t>(t.rev))
                .State(t)
                .B(lease_from_rev)
+               // The lease's secret ("-<hex>", as LeaseIdAt) after the revision the write takes.
+               .Str(lease_from_rev ? t.lease_id.substr(t.lease_id.rfind('-')) : std::string())
                .Run(this, PGRES_TUPLES_OK, "write task");
   if (!r.ok()) return r.status();
   if (PQntuples(r->get()) != 1) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/digest.h"
 #include "service/coordinator/store_codec.h"
 
 namespace mxval {
@@ -110,7 +111,7 @@ absl::Status Scheduler::Sync() {
 absl::Status Scheduler::SyncLocked() {
   if (!shared_) return absl::OkStatus();
   auto c = store_->ChangesSince(synced_rev_);
-  if (!c.ok()) return c.status();
+  if (!c.ok()) return StoreResult(c.status());
   std::set<std::string> touched, added;
   for (const StoredJob& sj : c->jobs) {
     const std::string& id = sj.status.job_id;
@@ -168,8 +169,16 @@ absl::Status Scheduler::SyncLocked() {
   return absl::OkStatus();
 }
 
+absl::Status Scheduler::StoreResult(absl::Status st) const {
+  if (!st.ok() && st.code() != absl::StatusCode::kAborted && st.code() != absl::StatusCode::kAlreadyExists &&
+      options_.on_store_error) {
+    options_.on_store_error(st);
+  }
+  return st;
+}
+
 absl::Status Scheduler::PersistLocked(TaskRecord& t) {
-  return store_ ? store_->UpdateTask(t, next_id_) : absl::OkStatus();
+  return store_ ? StoreResult(store_->UpdateTask(t, next_id_)) : absl::OkStatus();
 }
 
 absl::StatusOr<std::string> Scheduler::Submit(const JobInput& in) {
@@ -190,7 +199,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const JobInput& in) {
   Job j;
   if (shared_) {  // ids are unique across every coordinator on the store
     auto id = store_->AllocateId();
-    if (!id.ok()) return id.status();
+    if (!id.ok()) return StoreResult(id.status());
     j.status.job_id = absl::StrCat("job-", *id);
   } else {
     j.status.job_id = absl::StrCat("job-", next_id_++);
@@ -217,7 +226,7 @@ absl::StatusOr<std::string> Scheduler::Submit(const JobInput& in) {
   }
   if (store_) {
     StoredJob stored{j.status, j.reuse};
-    absl::Status st = store_->InsertJob(stored, recs, next_id_);
+    absl::Status st = StoreResult(store_->InsertJob(stored, recs, next_id_));
     if (st.code() == absl::StatusCode::kAlreadyExists) {  // the same request through another coordinator
       (void)SyncLocked();
       return std::string(st.message());
@@ -293,7 +302,7 @@ std::optional<Lease> Scheduler::LeaseTask(const std::string& worker_id, const st
   const absl::Time now = clock_->Now();
   TaskRecord updated = t;
   updated.state = TaskState::kLeased;
-  updated.lease_id = absl::StrCat("lease-", next_id_++);
+  updated.lease_id = absl::StrCat("lease-", next_id_++, "-", RandomHex(kLeaseSecretBytes));
   updated.lease_worker = worker_id;
   updated.lease_expiry = now + options_.lease_duration;
   updated.attempts.push_back(AttemptRecord{worker_id, now, absl::InfinitePast(), false, "", device});
@@ -320,9 +329,13 @@ std::optional<Lease> Scheduler::ClaimLocked(const std::string& worker_id, const 
     any = any || (q != queues_.end() && !q->second.empty());
   }
   if (!any) return std::nullopt;
-  ClaimRequest r{worker_id, archs, device, clock_->Now(), options_.lease_duration, options_.retry_elsewhere_grace};
+  ClaimRequest r{worker_id,     RandomHex(kLeaseSecretBytes), archs, device, clock_->Now(), options_.lease_duration,
+                 options_.retry_elsewhere_grace};
   auto claimed = store_->ClaimTask(r);
-  if (!claimed.ok()) return std::nullopt;  // the worker polls again
+  if (!claimed.ok()) {
+    (void)StoreResult(claimed.status());
+    return std::nullopt;
+  }  // the worker polls again
   if (!claimed->has_value()) {  // other coordinators took them: catch up
     (void)SyncLocked();
     return std::nullopt;
@@ -365,15 +378,29 @@ TaskRecord* Scheduler::HeldLocked(const std::string& lease_id) {
   return (t.state == TaskState::kLeased && t.lease_id == lease_id) ? &t : nullptr;
 }
 
-absl::Status Scheduler::Renew(const std::string& lease_id) {
-  absl::MutexLock l(&mu_);
-  TickLocked();
-  return RetryShared([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return RenewLocked(lease_id); });
-}
-
-absl::Status Scheduler::RenewLocked(const std::string& lease_id) {
+absl::StatusOr<TaskRecord*> Scheduler::HeldByLocked(const std::string& lease_id, const LeaseHolder* who) {
   TaskRecord* t = HeldLocked(lease_id);
   if (t == nullptr) return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is not held"));
+  if (who != nullptr && t->lease_worker != who->worker_id) {
+    return absl::PermissionDeniedError(absl::StrCat("lease_id: lease ", lease_id, " is held by another worker"));
+  }
+  if (who != nullptr && !who->task_id.empty() && t->task_id != who->task_id) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("result.task_id: '", who->task_id, "' is not the task of lease ", lease_id, " ('", t->task_id, "')"));
+  }
+  return t;
+}
+
+absl::Status Scheduler::Renew(const std::string& lease_id, const LeaseHolder* who) {
+  absl::MutexLock l(&mu_);
+  TickLocked();
+  return RetryShared([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return RenewLocked(lease_id, who); });
+}
+
+absl::Status Scheduler::RenewLocked(const std::string& lease_id, const LeaseHolder* who) {
+  auto held = HeldByLocked(lease_id, who);
+  if (!held.ok()) return held.status();
+  TaskRecord* t = *held;
   TaskRecord updated = *t;
   updated.lease_expiry = clock_->Now() + options_.lease_duration;
   if (absl::Status st = PersistLocked(updated); !st.ok()) return st;
@@ -407,20 +434,23 @@ void Scheduler::MarkDoneLocked(TaskRecord& t) {
 }
 
 absl::Status Scheduler::Complete(const std::string& lease_id, const std::string& result, absl::Duration* ran,
-                                 bool verify, bool* requeued) {
+                                 bool verify, bool* requeued, const LeaseHolder* who) {
   absl::MutexLock l(&mu_);
   TickLocked();
-  return RetryShared(
-      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return CompleteLocked(lease_id, result, ran, verify, requeued); });
+  return RetryShared([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return CompleteLocked(lease_id, result, ran, verify, requeued, who);
+  });
 }
 
 absl::Status Scheduler::CompleteLocked(const std::string& lease_id, const std::string& result, absl::Duration* ran,
-                                       bool verify, bool* requeued) {
+                                       bool verify, bool* requeued, const LeaseHolder* who) {
   if (requeued) *requeued = false;
-  TaskRecord* t = HeldLocked(lease_id);
-  if (t == nullptr) {
+  auto held = HeldByLocked(lease_id, who);
+  if (!held.ok()) {
+    if (!absl::IsFailedPrecondition(held.status())) return held.status();
     return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is not held; result not recorded"));
   }
+  TaskRecord* t = *held;
   Job& job = jobs_[t->job_id];
   const int budget = std::max(options_.verify_min_per_job,
                               job.status.tasks_total / std::max(1, options_.verify_fraction_div));
@@ -491,15 +521,18 @@ absl::Status Scheduler::FinishAttemptLocked(TaskRecord& t, const std::string& de
   return absl::OkStatus();
 }
 
-absl::Status Scheduler::FailInfra(const std::string& lease_id, const std::string& detail, absl::Duration* ran) {
+absl::Status Scheduler::FailInfra(const std::string& lease_id, const std::string& detail, absl::Duration* ran,
+                                  const LeaseHolder* who) {
   absl::MutexLock l(&mu_);
   TickLocked();
-  return RetryShared([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return FailInfraLocked(lease_id, detail, ran); });
+  return RetryShared([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return FailInfraLocked(lease_id, detail, ran, who); });
 }
 
-absl::Status Scheduler::FailInfraLocked(const std::string& lease_id, const std::string& detail, absl::Duration* ran) {
-  TaskRecord* t = HeldLocked(lease_id);
-  if (t == nullptr) return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is not held"));
+absl::Status Scheduler::FailInfraLocked(const std::string& lease_id, const std::string& detail, absl::Duration* ran,
+                                        const LeaseHolder* who) {
+  auto held = HeldByLocked(lease_id, who);
+  if (!held.ok()) return held.status();
+  TaskRecord* t = *held;
   const absl::Time started = t->attempts.back().started;
   absl::Status st = FinishAttemptLocked(*t, detail);
   if (st.ok() && ran) *ran = clock_->Now() - started;
@@ -513,7 +546,7 @@ absl::Status Scheduler::CancelTasksLocked(Job& j, JobState final_state) {
   final_status.state = final_state;
   final_status.finished = clock_->Now();
   if (store_) {
-    if (absl::Status st = store_->UpdateJob(final_status); !st.ok()) return st;
+    if (absl::Status st = StoreResult(store_->UpdateJob(final_status)); !st.ok()) return st;
   }
   j.status.rev = final_status.rev;
   for (const std::string& id : j.task_ids) {

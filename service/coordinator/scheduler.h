@@ -57,6 +57,11 @@ struct SchedulerOptions {
   // job beyond max(0, ...) — max(verify_min, tasks / verify_fraction_div).
   int verify_min_per_job = 16;
   int verify_fraction_div = 4;
+  // Called with every error a store read or write returns (a full disk, a
+  // lost database connection), before the caller sees it as UNAVAILABLE:
+  // `mxval serve` logs and counts them. Called with the scheduler's lock
+  // held: must not call back into the scheduler.
+  std::function<void(const absl::Status&)> on_store_error;
 };
 
 // Options with the three that tests and tools most often set.
@@ -81,6 +86,14 @@ struct Lease {
   std::string payload;
   absl::Time expiry;
   int attempt = 0;  // 1-based
+};
+
+// Who a worker call says holds a lease: checked against the lease's grant
+// (its worker, and the task it was granted for) so that only the holder can
+// renew it or report its result, and only for the leased task.
+struct LeaseHolder {
+  std::string worker_id;
+  std::string task_id;  // empty: not checked (heartbeats name no task)
 };
 
 struct SchedulerStats {
@@ -113,8 +126,10 @@ class Scheduler {
   std::optional<Lease> LeaseTask(const std::string& worker_id, const std::set<std::string>& archs, int device = 0);
 
   // Extends a lease. UNAVAILABLE if the store write fails. FAILED_PRECONDITION if it is no longer held (expired,
-  // re-leased elsewhere, cancelled, done).
-  absl::Status Renew(const std::string& lease_id);
+  // re-leased elsewhere, cancelled, done). With `who` (worker calls; null:
+  // trusted in-process callers): PERMISSION_DENIED when the lease was granted
+  // to another worker, INVALID_ARGUMENT when it was granted for another task.
+  absl::Status Renew(const std::string& lease_id, const LeaseHolder* who = nullptr);
 
   // Records the result of a held lease, exactly once. FAILED_PRECONDITION if
   // the lease is not held (a late report from a worker presumed dead).
@@ -123,15 +138,18 @@ class Scheduler {
   // time, the result is kept as the task's first_result and the task is
   // re-queued for one re-run on the same inputs, preferably on another worker
   // (bounded per job); *requeued (optional) says whether that happened.
+  // `who` as for Renew.
   absl::Status Complete(const std::string& lease_id, const std::string& result, absl::Duration* ran = nullptr,
-                        bool verify = false, bool* requeued = nullptr);
+                        bool verify = false, bool* requeued = nullptr, const LeaseHolder* who = nullptr);
   // One task. NOT_FOUND for an unknown id.
   absl::StatusOr<TaskRecord> GetTask(const std::string& task_id) const;
 
   // The worker could not run the task (crash, signal, timeout, OOM): records
   // an infrastructure attempt and re-queues, or finishes the task as an
   // infrastructure failure after max_attempts. FAILED_PRECONDITION if not held.
-  absl::Status FailInfra(const std::string& lease_id, const std::string& detail, absl::Duration* ran = nullptr);
+  // `who` as for Renew.
+  absl::Status FailInfra(const std::string& lease_id, const std::string& detail, absl::Duration* ran = nullptr,
+                         const LeaseHolder* who = nullptr);
 
   // Cancels a job's unfinished tasks. NOT_FOUND for an unknown job.
   absl::Status Cancel(const std::string& job_id);
@@ -191,12 +209,15 @@ class Scheduler {
   // Runs op; with a shared store, syncs and retries when another coordinator
   // got there first. A conflict that persists is UNAVAILABLE (retry later).
   absl::Status RetryShared(const std::function<absl::Status()>& op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status RenewLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RenewLocked(const std::string& lease_id, const LeaseHolder* who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CompleteLocked(const std::string& lease_id, const std::string& result, absl::Duration* ran,
-                              bool verify, bool* requeued) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status FailInfraLocked(const std::string& lease_id, const std::string& detail, absl::Duration* ran)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                              bool verify, bool* requeued, const LeaseHolder* who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FailInfraLocked(const std::string& lease_id, const std::string& detail, absl::Duration* ran,
+                               const LeaseHolder* who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status PersistLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `st`, reported to options.on_store_error when it is an error (ABORTED,
+  // a lost compare-and-set race, is not one).
+  absl::Status StoreResult(absl::Status st) const;
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnqueueLocked(TaskRecord& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the current attempt as an infrastructure failure; re-queues or finishes.
@@ -208,6 +229,10 @@ class Scheduler {
   absl::Status CancelTasksLocked(Job& j, JobState final_state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RefreshJobLocked(Job& j) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TaskRecord* HeldLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The held lease's task if `who` (null: anyone) holds it: FAILED_PRECONDITION
+  // when not held, PERMISSION_DENIED / INVALID_ARGUMENT as for Renew.
+  absl::StatusOr<TaskRecord*> HeldByLocked(const std::string& lease_id, const LeaseHolder* who)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock* clock_;
   const SchedulerOptions options_;

@@ -437,7 +437,7 @@ absl::StatusOr<std::optional<TaskRecord>> SqliteStore::ClaimTask(const ClaimRequ
     if (peek.ok() && sqlite3_step(peek.get()) == SQLITE_ROW) next_rev = static_cast<uint64_t>(peek.ColInt(0));
   }
   TaskRecord leased = LeasedRow(*found, r, found->rev);
-  leased.lease_id = "lease-r" + std::to_string(next_rev);
+  leased.lease_id = LeaseIdAt(next_rev, r);
   absl::Status st = WriteTaskLocked(leased, /*insert=*/false);
   if (st.ok()) st = Exec("COMMIT");
   if (!st.ok()) {

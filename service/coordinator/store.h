@@ -53,8 +53,13 @@ struct StoreChanges {
 };
 
 // What a worker asks for when it polls (shared stores pick the task).
+// The random part of a lease id (bytes; hex in the id): a lease id is a
+// bearer secret of its worker, so no caller can guess another's.
+inline constexpr size_t kLeaseSecretBytes = 16;
+
 struct ClaimRequest {
   std::string worker_id;
+  std::string lease_secret;  // hex, appended to the lease id
   std::set<std::string> archs;
   int device = 0;
   absl::Time now;
@@ -98,7 +103,7 @@ class Store {
   }
   // Atomically picks the best queued task for the request (highest job
   // priority, then the longest queued; one that ran on this worker last) and
-  // leases it: state LEASED, lease id "lease-r<rev>", a new attempt. Rows
+  // leases it: state LEASED, lease id "lease-r<rev>-<secret>", a new attempt. Rows
   // another coordinator is claiming at the same moment are skipped, not
   // waited for. nullopt when nothing fits.
   virtual absl::StatusOr<std::optional<TaskRecord>> ClaimTask(const ClaimRequest& request) {
@@ -153,11 +158,15 @@ std::string NewUploadKey(absl::Time now);
 // The key below which uploads started before `now - 1 day` sort.
 std::string StaleUploadBound(absl::Time now);
 
+inline std::string LeaseIdAt(uint64_t rev, const ClaimRequest& r) {
+  return "lease-r" + std::to_string(rev) + "-" + r.lease_secret;
+}
+
 // The lease a claim grants: the task row as ClaimTask leaves it (before the
 // revision is stamped). Shared by the store implementations.
 inline TaskRecord LeasedRow(TaskRecord t, const ClaimRequest& r, uint64_t rev) {
   t.state = TaskState::kLeased;
-  t.lease_id = "lease-r" + std::to_string(rev);
+  t.lease_id = LeaseIdAt(rev, r);
   t.lease_worker = r.worker_id;
   t.lease_expiry = r.now + r.lease_duration;
   t.attempts.push_back(AttemptRecord{r.worker_id, r.now, absl::InfinitePast(), false, "", r.device});

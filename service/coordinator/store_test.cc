@@ -10,6 +10,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "service/coordinator/postgres_store.h"
@@ -404,7 +405,9 @@ TEST(SqliteStoreMigrationTest, AVersion3FileMigratesAndItsWorkCompletes) {
   EXPECT_EQ((*s)->GetJob("job-5")->state, JobState::kDone);
   auto fresh = (*s)->Submit(Job(1));
   ASSERT_TRUE(fresh.ok());
-  EXPECT_EQ(l->lease_id, "lease-7");  // ids continue from the stored counter
+  // Ids continue from the stored counter; the rest is 128 random bits.
+  EXPECT_TRUE(absl::StartsWith(l->lease_id, "lease-7-")) << l->lease_id;
+  EXPECT_EQ(l->lease_id.size(), std::string("lease-7-").size() + 2 * kLeaseSecretBytes);
   EXPECT_EQ(*fresh, "job-8");
   s->reset();
   store->reset();
