@@ -4,6 +4,8 @@
 #include <cstdlib>
 
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
@@ -181,6 +183,67 @@ TEST_F(AuthTest, WrongTokensAreCountedAndLogged) {
   for (const char* secret : {"not-a-token", "also-not-a-token", "dXNlcjpwYXNz"}) {
     EXPECT_EQ(log.find(secret), std::string::npos) << log;
   }
+}
+
+// One unary call with raw request bytes (no generated stub): the status and
+// the response bytes.
+std::pair<grpc::Status, std::string> RawCall(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                                             const std::string& request_bytes) {
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Slice slice(request_bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
+  call->StartCall();
+  grpc::Status st;
+  call->Finish(&response, &st, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  EXPECT_TRUE(cq.Next(&tag, &ok));
+  std::string bytes;
+  std::vector<grpc::Slice> slices;
+  if (st.ok() && response.Dump(&slices).ok()) {
+    for (const grpc::Slice& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return {st, bytes};
+}
+
+// grpc.health.v1.Health/Check by service name (a HealthCheckRequest is field
+// 1, the name; the response's field 1 is SERVING = 1 or NOT_SERVING = 2).
+TEST_F(AuthTest, HealthPerServiceName) {
+  auto check = [&](const std::string& service) {
+    const std::string req = service.empty() ? "" : std::string("\x0a") + static_cast<char>(service.size()) + service;
+    return RawCall(Channel(""), "/grpc.health.v1.Health/Check", req);
+  };
+  for (const char* service : {"", "mxval.v1.ValidationService", "mxval.v1.WorkerService", "mxval.v1.AdminService",
+                              "mxval.v1.TriageService"}) {
+    auto [st, bytes] = check(service);
+    ASSERT_TRUE(st.ok()) << service << ": " << st.error_code() << " " << st.error_message();
+    EXPECT_EQ(bytes, std::string("\x08\x01", 2)) << service;
+  }
+  EXPECT_EQ(check("mxval.v1.NoSuchService").first.error_code(), grpc::StatusCode::NOT_FOUND);
+  server_->GetHealthCheckService()->SetServingStatus(false);  // what serve does when a drain starts
+  auto [st, bytes] = check("mxval.v1.ValidationService");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(bytes, std::string("\x08\x02", 2));
+}
+
+// Request bytes that are not the method's message.
+TEST_F(AuthTest, UndecodableRequests) {
+  for (const char* method : {"/mxval.v1.ValidationService/ListJobs", "/mxval.v1.ValidationService/SubmitJob"}) {
+    auto [st, bytes] = RawCall(Channel("admin-secret"), method, std::string("\xff\xff\xff\xff\x0a\x80", 6));
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": " << st.error_code() << " '"
+                                                                   << st.error_message() << "'";
+    EXPECT_NE(st.error_message().find("request: cannot be parsed"), std::string::npos) << st.error_message();
+  }
+  // Well-formed bytes still reach the handler.
+  auto [st, bytes] = RawCall(Channel("view-secret"), "/mxval.v1.ValidationService/ListJobs", "");
+  EXPECT_TRUE(st.ok()) << st.error_message();
 }
 
 TEST_F(AuthTest, WorkersAuthenticateWithCertificates) {
