@@ -332,6 +332,10 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   coordinator::SchedulerOptions so;
   so.lease_duration = absl::Seconds(lease_seconds);
   so.max_queued_tasks = max_queued;
+  // A full disk or a lost database is logged and counted, not only returned to callers.
+  coordinator::StoreErrorReporter store_errors(RealClock::Get(),
+                                               [&err](const std::string& line) { err << "mxval serve: " << line << "\n"; });
+  so.on_store_error = [&store_errors](const absl::Status& st) { store_errors.Report(st); };
   auto scheduler = coordinator::Scheduler::Create(RealClock::Get(), coordinator::WithFailurePredicate(so), store->get());
   if (!scheduler.ok()) {
     err << "mxval serve: " << scheduler.status().message() << "\n";
@@ -361,6 +365,8 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   auto registry = std::make_shared<prometheus::Registry>();
   coordinator::CoordinatorMetrics metrics(*registry);
   co.metrics = &metrics;
+  store_errors.set_metrics(&metrics);
+  co.log = [&err](const std::string& line) { err << "mxval serve: " << line << "\n"; };
   denial_metrics = &metrics;
   // The web page and /metrics take the gRPC listener's tokens (http_auth.h);
   // only the web page has browser sessions.

@@ -1,5 +1,6 @@
 #include "service/coordinator/coordinator_metrics.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
 namespace mxval {
@@ -96,6 +97,28 @@ void CoordinatorMetrics::Refresh(const SchedulerStats& s, const std::map<std::pa
     auto it = w.find(key);
     workers_.Add({{"arch", key.first}, {"state", key.second}}).Set(it == w.end() ? 0 : it->second);
   }
+}
+
+StoreErrorReporter::StoreErrorReporter(const Clock* clock, std::function<void(const std::string&)> log,
+                                       absl::Duration every)
+    : clock_(clock), log_(std::move(log)), every_(every) {}
+
+void StoreErrorReporter::Report(const absl::Status& st) {
+  if (CoordinatorMetrics* m = metrics_.load()) m->StoreError();
+  std::string line;
+  {
+    absl::MutexLock l(&mu_);
+    const absl::Time now = clock_->Now();
+    if (now - last_ < every_) {
+      ++unlogged_;
+      return;
+    }
+    line = absl::StrCat("store error: ", st.message());
+    if (unlogged_ > 0) absl::StrAppend(&line, " (and ", unlogged_, " more since the last one logged)");
+    last_ = now;
+    unlogged_ = 0;
+  }
+  if (log_) log_(line);
 }
 
 }  // namespace coordinator

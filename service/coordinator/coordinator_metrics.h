@@ -3,6 +3,8 @@
 #ifndef MXVAL_SERVICE_COORDINATOR_COORDINATOR_METRICS_H_
 #define MXVAL_SERVICE_COORDINATOR_COORDINATOR_METRICS_H_
 
+#include <atomic>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -12,6 +14,9 @@
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "prometheus/registry.h"
 #include "service/coordinator/scheduler.h"
 
@@ -64,6 +69,27 @@ class CoordinatorMetrics {
   double last_expiries_ = 0, last_retries_ = 0;
   std::set<std::pair<std::string, std::string>> seen_workers_;
   prometheus::Counter& store_errors_;
+};
+
+// Store errors (SchedulerOptions::on_store_error): each counted, and logged
+// at most once per `every` with the number not logged since, so a full disk
+// is visible in the log without flooding it. Thread-safe.
+class StoreErrorReporter {
+ public:
+  StoreErrorReporter(const Clock* clock, std::function<void(const std::string&)> log,
+                     absl::Duration every = absl::Seconds(10));
+  // Counts from now on (metrics may come after the store and scheduler).
+  void set_metrics(CoordinatorMetrics* m) { metrics_ = m; }
+  void Report(const absl::Status& st);
+
+ private:
+  const Clock* clock_;
+  const std::function<void(const std::string&)> log_;
+  const absl::Duration every_;
+  std::atomic<CoordinatorMetrics*> metrics_{nullptr};
+  absl::Mutex mu_;
+  absl::Time last_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int64_t unlogged_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace coordinator

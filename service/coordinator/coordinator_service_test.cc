@@ -1,6 +1,8 @@
 // One in-process coordinator server on 127.0.0.1:0 and real gRPC clients.
 #include "service/coordinator/coordinator_service.h"
 
+#include <sqlite3.h>
+
 #include <cstdio>
 #include <functional>
 #include <thread>
@@ -14,6 +16,7 @@
 #include "prometheus/text_serializer.h"
 #include "service/coordinator/request_bounds.h"
 #include "service/coordinator/sqlite_store.h"
+
 
 namespace mxval::coordinator {
 namespace {
@@ -976,6 +979,56 @@ TEST(KernelLibraries, UploadIsVerifiedBoundedStoredByDigestAndFetchedInChunks) {
   ASSERT_TRUE(fetch(sha, &got, &first).ok());
   EXPECT_EQ(got, bytes);
   server->Shutdown();
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
+}
+
+}  // namespace
+}  // namespace mxval::coordinator
+
+namespace mxval::coordinator {
+namespace {
+
+// A store that fails (here: its tasks table dropped behind its back, as a
+// broken database would) is reported through on_store_error, counted and
+// logged at a bounded rate; the caller still gets UNAVAILABLE.
+TEST(StoreErrors, AreLoggedAndCounted) {
+  const std::string db = ::testing::TempDir() + "/mxval_store_errors_" + std::to_string(getpid()) + ".db";
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
+  FakeClock clock;
+  std::vector<std::string> log;
+  StoreErrorReporter reporter(&clock, [&log](const std::string& line) { log.push_back(line); });
+  prometheus::Registry registry;
+  CoordinatorMetrics metrics(registry);
+  reporter.set_metrics(&metrics);
+  auto store = SqliteStore::Open(db);
+  ASSERT_TRUE(store.ok());
+  SchedulerOptions so;
+  so.on_store_error = [&reporter](const absl::Status& st) { reporter.Report(st); };
+  auto scheduler = Scheduler::Create(&clock, so, store->get());
+  ASSERT_TRUE(scheduler.ok());
+  JobInput in;
+  in.tasks.push_back({"cpu", "k0", "p0"});
+  in.tasks.push_back({"cpu", "k1", "p1"});
+  ASSERT_TRUE((*scheduler)->Submit(in).ok());
+  auto lease = (*scheduler)->LeaseTask("w", {"cpu"});
+  ASSERT_TRUE(lease.has_value());
+  {
+    sqlite3* other = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &other), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(other, "DROP TABLE tasks", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(other);
+  }
+  EXPECT_EQ((*scheduler)->Complete(lease->lease_id, "r").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*scheduler)->Renew(lease->lease_id).code(), absl::StatusCode::kUnavailable);
+  clock.Advance(absl::Seconds(11));
+  EXPECT_EQ((*scheduler)->Renew(lease->lease_id).code(), absl::StatusCode::kUnavailable);
+  ASSERT_EQ(log.size(), 2u);  // the first, then one more after the interval
+  EXPECT_NE(log[0].find("store error: "), std::string::npos) << log[0];
+  EXPECT_NE(log[1].find("(and 1 more"), std::string::npos) << log[1];
+  const std::string text = prometheus::TextSerializer().Serialize(registry.Collect());
+  EXPECT_NE(text.find("mxval_coordinator_store_errors_total 3"), std::string::npos) << text;
+  scheduler->reset();
+  store->reset();
   for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
 }
 
