@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 
 #include <unistd.h>
@@ -73,11 +74,19 @@ absl::Status Worker::Register() {
   v1::RegisterWorkerResponse resp;
   const grpc::Status st = stub_->RegisterWorker(Ctx(options_.rpc_timeout).get(), req, &resp);
   if (!st.ok()) return absl::UnavailableError(absl::StrCat("register: ", st.error_message()));
-  // Heartbeat at the coordinator's interval, but at least 3 times per lease.
+  // Heartbeat at the coordinator's interval, but at least 3 times per lease:
+  // a lease survives two lost heartbeats, and a lost lease's child is
+  // stopped within one interval.
   int64_t ms = resp.heartbeat_interval().seconds() * 1000 + resp.heartbeat_interval().nanos() / 1000000;
   const int64_t lease_ms = resp.lease_duration().seconds() * 1000 + resp.lease_duration().nanos() / 1000000;
   if (lease_ms > 0) ms = ms > 0 ? std::min(ms, lease_ms / 3) : lease_ms / 3;
-  if (ms > 0) heartbeat_ms_ = std::max<int64_t>(ms, 50);
+  bool changed = false;
+  if (ms > 0) changed = heartbeat_ms_.exchange(std::max<int64_t>(ms, 50)) != std::max<int64_t>(ms, 50);
+  if (!registered_once_.exchange(true) || changed) {
+    std::cerr << absl::StrCat("mxval worker: registered as ", options_.worker_id, " with ", options_.coordinator,
+                              "; heartbeat every ", absl::FormatDuration(absl::Milliseconds(heartbeat_ms_.load())),
+                              " (lease ", absl::FormatDuration(absl::Milliseconds(lease_ms)), ")\n");
+  }
   return absl::OkStatus();
 }
 
@@ -90,7 +99,7 @@ bool Worker::device_healthy(int index) const {
 
 absl::Status Worker::Run() {
   // The coordinator may not be up yet (or restarting): retry registration.
-  for (int attempt = 0; !draining_; ++attempt) {
+  for (int attempt = 0; !shutting_down_; ++attempt) {
     if (Register().ok()) break;
     absl::SleepFor(std::min(absl::Milliseconds(100) * (1 << std::min(attempt, 5)), absl::Seconds(3)));
   }
@@ -102,15 +111,37 @@ absl::Status Worker::Run() {
   for (size_t i = 0; i < options_.devices.size(); ++i) threads.emplace_back(&Worker::Executor, this, static_cast<int>(i));
   std::thread hb(&Worker::Heartbeats, this);
   for (auto& t : threads) t.join();
-  draining_ = true;
+  {
+    absl::MutexLock l(&mu_);
+    shutting_down_ = true;  // every device went unhealthy, or Drain()
+  }
   hb.join();
   return absl::OkStatus();
 }
 
-void Worker::Drain() { draining_ = true; }
+void Worker::Drain() {
+  absl::MutexLock l(&mu_);
+  shutting_down_ = true;
+}
+
+void Worker::AwaitUndrain() {
+  absl::MutexLock l(&mu_);
+  mu_.Await(absl::Condition(
+      +[](Worker* w) { return w->shutting_down_.load() || !w->coordinator_drain_.load(); }, this));
+}
+
+void Worker::Abandon(const std::string& lease_id, const std::string& task_id, const std::string& reason) {
+  ++abandoned_;
+  if (options_.metrics) options_.metrics->TaskAbandoned(reason);
+  std::cerr << (reason == "lost"
+                    ? absl::StrCat("mxval worker: lease ", lease_id, " lost (cancelled or expired): stopped task ",
+                                   task_id, "\n")
+                    : absl::StrCat("mxval worker: lease ", lease_id,
+                                   " lost (the coordinator did not accept the result): dropped task ", task_id, "\n"));
+}
 
 void Worker::Heartbeats() {
-  while (!draining_ || [&] {
+  while (!shutting_down_ || [&] {
     absl::MutexLock l(&mu_);
     return !running_leases_.empty();
   }()) {
@@ -118,44 +149,86 @@ void Worker::Heartbeats() {
     req.set_worker_id(options_.worker_id);
     {
       absl::MutexLock l(&mu_);
-      for (const std::string& id : running_leases_) req.add_lease_ids(id);
+      for (const auto& [id, cancel] : running_leases_) req.add_lease_ids(id);
     }
     v1::HeartbeatResponse resp;
     const grpc::Status st = stub_->Heartbeat(Ctx(options_.rpc_timeout).get(), req, &resp);
-    if (st.ok() && resp.drain()) draining_ = true;
-    if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) (void)Register();  // coordinator forgot us
-    // Sleep one interval, but notice a finished drain promptly.
+    if (st.ok()) {
+      // The coordinator stopped these (cancelled job, expired lease): kill
+      // their children now; their executors report nothing for them.
+      {
+        absl::MutexLock l(&mu_);
+        for (const std::string& id : resp.lost_lease_ids()) {
+          if (auto it = running_leases_.find(id); it != running_leases_.end()) it->second->Cancel();
+        }
+      }
+      if (coordinator_drain_.load() != resp.drain()) {
+        {
+          absl::MutexLock l(&mu_);
+          coordinator_drain_ = resp.drain();
+        }
+        if (options_.metrics) options_.metrics->Drained(resp.drain());
+        std::cerr << (resp.drain() ? "mxval worker: drained by the coordinator: running tasks finish, no new leases "
+                                     "(mxval drain --undrain resumes)\n"
+                                   : "mxval worker: undrained by the coordinator: leasing again\n");
+      }
+    } else if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+               st.error_code() == grpc::StatusCode::NOT_FOUND) {
+      // The coordinator does not know this worker (it restarted, or dropped
+      // the registration): register again; running leases are renewed by the
+      // next heartbeat if the coordinator still holds them.
+      std::cerr << absl::StrCat("mxval worker: heartbeat refused (", st.error_message(), "): registering again\n");
+      (void)Register();
+    }
+    // Sleep one interval, but notice a finished shutdown promptly.
     const absl::Time next = absl::Now() + absl::Milliseconds(heartbeat_ms_.load());
     while (absl::Now() < next) {
-      if (draining_) {
+      if (shutting_down_) {
         absl::MutexLock l(&mu_);
         if (running_leases_.empty()) return;
       }
-      absl::SleepFor(absl::Milliseconds(50));
+      absl::SleepFor(std::min(absl::Milliseconds(50), next - absl::Now()));
     }
   }
 }
 
 bool Worker::Report(const std::string& lease_id, const v1::TaskResult& result, int device_index,
-                    v1::LeaseTaskResponse* next) {
+                    v1::LeaseTaskResponse* next, bool* accepted) {
   v1::ReportResultRequest req;
   req.set_worker_id(options_.worker_id);
   req.set_lease_id(lease_id);
   *req.mutable_result() = result;
   if (next != nullptr) req.mutable_next()->set_device_index(device_index);
   // Retry until the coordinator answers (it may be restarting); "not accepted"
-  // is an answer: the lease was lost and someone else will run the task.
+  // is an answer: the lease was lost and someone else will run the task. So
+  // is a refusal (the report itself is wrong, or this worker may not make
+  // it): retrying it would only block this device. A coordinator that does
+  // not know this worker (restarted) gets a registration, then the report
+  // again.
+  *accepted = false;
+  int reregistered = 0;
   for (int attempt = 0;; ++attempt) {
     v1::ReportResultResponse resp;
     const grpc::Status st = stub_->ReportResult(Ctx(options_.rpc_timeout).get(), req, &resp);
     if (st.ok()) {
+      *accepted = resp.accepted();
       if (next != nullptr && resp.next().has_task()) {
         *next = std::move(*resp.mutable_next());
         return true;
       }
       return false;
     }
-    if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) return false;
+    const grpc::StatusCode code = st.error_code();
+    if ((code == grpc::StatusCode::FAILED_PRECONDITION || code == grpc::StatusCode::NOT_FOUND) && reregistered < 2) {
+      ++reregistered;
+      (void)Register();
+      continue;
+    }
+    const bool transient = code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                           code == grpc::StatusCode::RESOURCE_EXHAUSTED || code == grpc::StatusCode::ABORTED ||
+                           code == grpc::StatusCode::INTERNAL || code == grpc::StatusCode::UNKNOWN ||
+                           code == grpc::StatusCode::CANCELLED;
+    if (!transient) return false;
     absl::SleepFor(std::min(absl::Milliseconds(50) * (1 << std::min(attempt, 6)), absl::Seconds(3)));
   }
 }
@@ -258,10 +331,14 @@ void Worker::Executor(int slot) {
       }
     }
   } remove_scratch{python_child, python_scratch};
-  while (!draining_ || have_next) {
+  while (!shutting_down_ || have_next) {
     {
       absl::MutexLock l(&mu_);
       if (!options_.devices[slot].healthy()) return;
+    }
+    if (!have_next && coordinator_drain_) {
+      AwaitUndrain();  // the daemon stays up, idle, until undrained or shut down
+      continue;
     }
     v1::LeaseTaskResponse lease;
     if (have_next) {  // handed out with the previous report
@@ -277,15 +354,20 @@ void Worker::Executor(int slot) {
           static_cast<int32_t>(absl::ToInt64Nanoseconds(options_.long_poll) % 1000000000));
       const grpc::Status st = stub_->LeaseTask(Ctx(options_.long_poll + options_.rpc_timeout).get(), lr, &lease);
       if (!st.ok()) {
-        if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) (void)Register();
+        if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION || st.error_code() == grpc::StatusCode::NOT_FOUND) {
+          (void)Register();
+        }
         absl::SleepFor(absl::Milliseconds(200));
         continue;
       }
       if (!lease.has_task()) continue;
     }
+    std::shared_ptr<ChildCancel> cancel;  // the one a heartbeat fires if the lease is lost
     {
       absl::MutexLock l(&mu_);
-      running_leases_.insert(lease.lease_id());
+      std::shared_ptr<ChildCancel>& c = running_leases_[lease.lease_id()];
+      if (c == nullptr) c = std::make_shared<ChildCancel>();
+      cancel = c;
     }
     std::string fetch_infra;
     const std::map<std::string, std::string> fetch_errors = EnsureLibraries(lease.task(), &fetch_infra);
@@ -301,6 +383,7 @@ void Worker::Executor(int slot) {
       co.argv.insert(co.argv.end(), {"--runtime", options_.device_runtime, "--device", absl::StrCat(index)});
     }
     co.timeout = options_.task_timeout;
+    co.cancel = cancel.get();
     absl::StatusOr<ChildOutcome> outcome = absl::FailedPreconditionError(options_.python_unavailable);
     if (!fetch_infra.empty()) {
       outcome = absl::UnavailableError(fetch_infra);  // another worker (or a later try) may reach the coordinator
@@ -316,10 +399,21 @@ void Worker::Executor(int slot) {
         }
         python_child = std::make_unique<PersistentChild>(co, options_.python_tasks_per_child);
       }
-      outcome = python_child->Run(lease.task().SerializeAsString(), options_.task_timeout);
+      outcome = python_child->Run(lease.task().SerializeAsString(), options_.task_timeout, cancel.get());
       if (!python_child->running()) ClearDirectory(python_scratch);
     } else if (!python || !options_.python_child_argv.empty()) {
       outcome = RunChild(co, lease.task().SerializeAsString());
+    }
+    if (cancel->cancelled()) {
+      // The coordinator took the lease away (a heartbeat said so) and the
+      // child was stopped, or it finished just then: its result would not
+      // be recorded, and the task belongs to nobody or to another worker.
+      {
+        absl::MutexLock l(&mu_);
+        running_leases_.erase(lease.lease_id());
+      }
+      Abandon(lease.lease_id(), lease.task().task_id(), "lost");
+      continue;
     }
     v1::TaskResult result;
     bool infra = true;
@@ -335,6 +429,10 @@ void Worker::Executor(int slot) {
       // how the child ended). The task is done, not an infrastructure failure.
       infra = false;
       result = std::move(written.back());
+      // The result is the leased task's (the child ran the TaskSpec it was
+      // given); one that names none is filed under it, one that names
+      // another task is the coordinator's to refuse.
+      if (result.task_id().empty()) result.set_task_id(lease.task().task_id());
       if (auto e = fetch_errors.find("baseline"); e != fetch_errors.end()) ApplyFetchError(e->second, result.mutable_baseline());
       if (auto e = fetch_errors.find("candidate"); e != fetch_errors.end()) {
         ApplyFetchError(e->second, result.mutable_candidate());
@@ -371,13 +469,10 @@ void Worker::Executor(int slot) {
       a->set_device_index(index);
       a->set_failure(v1::FAILURE_CLASS_INFRA);
       a->set_failure_detail(detail);
-      ++infra_failures_;
-    } else {
-      ++completed_;
     }
     // Ask for the next lease in the same call unless this device is about to
-    // stop (draining, or this failure makes it unhealthy).
-    bool ask_next = !draining_.load();
+    // stop (shutting down, drained, or this failure makes it unhealthy).
+    bool ask_next = !shutting_down_.load() && !coordinator_drain_.load();
     // A crash or hang of a task that runs a registered library (a pull
     // request's build: compiled or Python) is that build's doing, not the
     // device's: it does not count towards marking the device unhealthy, or a
@@ -394,10 +489,16 @@ void Worker::Executor(int slot) {
       absl::MutexLock l(&mu_);
       running_leases_.erase(lease.lease_id());
     }
-    have_next = Report(lease.lease_id(), result, index, ask_next ? &next : nullptr);
+    bool accepted = false;
+    have_next = Report(lease.lease_id(), result, index, ask_next ? &next : nullptr, &accepted);
+    if (!accepted) {
+      Abandon(lease.lease_id(), lease.task().task_id(), "not_accepted");
+    } else {
+      ++(infra ? infra_failures_ : completed_);
+    }
     if (have_next) {
       absl::MutexLock l(&mu_);
-      running_leases_.insert(next.lease_id());
+      running_leases_[next.lease_id()] = std::make_shared<ChildCancel>();
     }
     bool now_unhealthy = false;
     {

@@ -5,8 +5,16 @@
 // child is reported as an infrastructure failure and the worker goes on; a
 // device with `unhealthy_after` consecutive infrastructure failures of tasks
 // that run only mxval's own kernels stops taking work and is re-advertised
-// as unhealthy (a registered library's crash is blamed on it, not the device). Drain() (SIGTERM) stops
-// leasing, lets running tasks finish and report, then Run() returns.
+// as unhealthy (a registered library's crash is blamed on it, not the device).
+//
+// The coordinator steers the worker through heartbeat answers: a lease it
+// names lost (its job was cancelled, or it expired) has its child killed
+// (process group) and nothing reported for it, as does a result the
+// coordinator answers accepted=false; `drain` makes the executors finish
+// their tasks and lease nothing while the heartbeats go on, so an undrain
+// (drain=false) resumes leasing. Only Drain() (SIGTERM) ends the worker:
+// it stops leasing, lets running tasks finish and report, then Run() returns.
+// Heartbeats come at the coordinator's interval but at least 3 per lease.
 #ifndef MXVAL_SERVICE_WORKER_WORKER_H_
 #define MXVAL_SERVICE_WORKER_WORKER_H_
 
@@ -24,6 +32,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "mxval/v1/mxval.grpc.pb.h"
+#include "service/worker/child_runner.h"
 #include "service/worker/library_cache.h"
 #include "service/worker/worker_metrics.h"
 
@@ -73,14 +82,26 @@ class Worker {
   ~Worker();
 
   // Registers (retrying while the coordinator is unavailable) and serves
-  // until Drain(); returns once every running task has reported.
+  // until Drain() (or until every device is unhealthy); returns once every
+  // running task has reported. A drain from the coordinator does not end it.
   absl::Status Run();
-  // Thread-safe, idempotent; callable from a signal-watching thread.
+  // Shuts the worker down (SIGTERM): no new leases, running tasks finish
+  // and report, Run() returns. Thread-safe, idempotent; callable from a
+  // signal-watching thread.
   void Drain();
 
+  // Tasks whose result (checked, or an infrastructure failure) the
+  // coordinator accepted.
   int64_t tasks_completed() const { return completed_.load(); }
   int64_t infra_failures() const { return infra_failures_.load(); }
+  // Tasks dropped unreported because their lease was lost or their result
+  // not accepted.
+  int64_t tasks_abandoned() const { return abandoned_.load(); }
   bool device_healthy(int index) const;
+  // Whether the coordinator has this worker drained (its last heartbeat answer).
+  bool drained_by_coordinator() const { return coordinator_drain_.load(); }
+  // The interval heartbeats are sent at (from the last registration).
+  absl::Duration heartbeat_interval() const { return absl::Milliseconds(heartbeat_ms_.load()); }
 
  private:
   explicit Worker(WorkerOptions options);
@@ -89,8 +110,15 @@ class Worker {
   void Heartbeats();
   // Reports (retrying until the coordinator answers). With `next`, asks for
   // the next lease in the same call; true when one was granted into *next.
+  // *accepted: whether the coordinator recorded the result (false: the lease
+  // was lost, or the coordinator refused the report).
   bool Report(const std::string& lease_id, const v1::TaskResult& result, int device_index,
-              v1::LeaseTaskResponse* next);
+              v1::LeaseTaskResponse* next, bool* accepted);
+  // A lease the coordinator took away: logged and counted; nothing is reported.
+  void Abandon(const std::string& lease_id, const std::string& task_id, const std::string& reason);
+  // Blocks while the coordinator has the worker drained and it is not
+  // shutting down.
+  void AwaitUndrain();
   std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration d) const;
   // Fetches the external libraries `task` names into the library cache.
   // Returns a side's error ("baseline"/"candidate" -> why its library is
@@ -105,11 +133,17 @@ class Worker {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   std::unique_ptr<LibraryCache> cache_;  // null without options_.library_cache.dir
-  std::atomic<bool> draining_{false};
-  std::atomic<int64_t> completed_{0}, infra_failures_{0};
+  // Written under mu_ (so that AwaitUndrain's condition is re-evaluated),
+  // read anywhere.
+  std::atomic<bool> shutting_down_{false};     // Drain(): finish and return from Run()
+  std::atomic<bool> coordinator_drain_{false};  // HeartbeatResponse.drain: finish, lease nothing, keep heartbeating
+  std::atomic<int64_t> completed_{0}, infra_failures_{0}, abandoned_{0};
   std::atomic<int64_t> heartbeat_ms_{1000};  // from the coordinator at registration
+  std::atomic<bool> registered_once_{false};  // the first registration logs the interval
   mutable absl::Mutex mu_;
-  std::set<std::string> running_leases_ ABSL_GUARDED_BY(mu_);
+  // Running leases and the cancel of each one's child: a heartbeat answer
+  // naming a lease lost fires it.
+  std::map<std::string, std::shared_ptr<ChildCancel>> running_leases_ ABSL_GUARDED_BY(mu_);
   std::vector<int> consecutive_failures_ ABSL_GUARDED_BY(mu_);
 };
 

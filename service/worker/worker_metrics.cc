@@ -37,6 +37,17 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                          .Help("Task child processes that died on a signal, timed out or failed to start.")
                          .Register(r)
                          .Add({})),
+      abandoned_(prometheus::BuildCounter()
+                     .Name("mxval_worker_tasks_abandoned_total")
+                     .Help("Tasks dropped unreported because the coordinator took their lease away, by reason: lost "
+                           "(a heartbeat named the lease cancelled or expired; the child was killed) or not_accepted "
+                           "(the coordinator refused the result).")
+                     .Register(r)),
+      drained_(prometheus::BuildGauge()
+                   .Name("mxval_worker_drained")
+                   .Help("1 while the coordinator has this worker drained (it heartbeats but leases nothing).")
+                   .Register(r)
+                   .Add({})),
       runs_(prometheus::BuildCounter()
                 .Name("mxval_worker_kernel_runs_total")
                 .Help("Kernel runs by kernel, side, arch, launch and verdict (pass, fail_mismatch, error, ...).")

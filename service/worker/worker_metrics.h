@@ -26,6 +26,12 @@ class WorkerMetrics {
   // outcome: "pass", "fail", "infra".
   void TaskOutcome(const std::string& outcome) { tasks_.Add({{"outcome", outcome}}).Increment(); }
   void ChildCrash() { child_crashes_.Increment(); }
+  // A task whose lease the coordinator took away, result not reported:
+  // reason "lost" (a heartbeat named the lease lost: cancelled or expired;
+  // its child was stopped) or "not_accepted" (ReportResult refused it).
+  void TaskAbandoned(const std::string& reason) { abandoned_.Add({{"reason", reason}}).Increment(); }
+  // 1 while the coordinator has this worker drained (`mxval drain`).
+  void Drained(bool drained) { drained_.Set(drained ? 1 : 0); }
   void DeviceHealth(int index, const std::string& arch, bool healthy);
 
  private:
@@ -34,6 +40,8 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Gauge>& rel_err_;
   prometheus::Family<prometheus::Counter>& tasks_;
   prometheus::Counter& child_crashes_;
+  prometheus::Family<prometheus::Counter>& abandoned_;
+  prometheus::Gauge& drained_;
   prometheus::Family<prometheus::Counter>& runs_;
   prometheus::Family<prometheus::Gauge>& device_healthy_;
   prometheus::Family<prometheus::Counter>& timing_windows_;

@@ -3,11 +3,14 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "prometheus/registry.h"
 #include "service/coordinator/coordinator_service.h"
 #include "service/worker/child_results.h"
 #include "tests/process_util.h"
@@ -265,6 +268,297 @@ TEST_F(WorkerTest, ChildOutputWithoutTheHeaderIsInfra) {
     }
   }
   EXPECT_EQ(w->tasks_completed(), 0);
+}
+
+// Forwards the WorkerService to an in-process coordinator and records what
+// the worker sent: the leases it was granted, the leases it reported, its
+// heartbeats, and LeaseTask calls in flight.
+class RecordingWorkerService final : public v1::WorkerService::Service {
+ public:
+  explicit RecordingWorkerService(Coordinator* c) : c_(c) {}
+  grpc::Status RegisterWorker(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* req,
+                              v1::RegisterWorkerResponse* resp) override {
+    ++registrations_;
+    return c_->RegisterWorker(ctx, req, resp);
+  }
+  grpc::Status LeaseTask(grpc::ServerContext* ctx, const v1::LeaseTaskRequest* req,
+                         v1::LeaseTaskResponse* resp) override {
+    ++leases_in_flight_;
+    const grpc::Status st = c_->LeaseTask(ctx, req, resp);
+    if (st.ok() && resp->has_task()) Granted(resp->lease_id());
+    --leases_in_flight_;
+    return st;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatResponse* resp) override {
+    ++heartbeats_;
+    return c_->Heartbeat(ctx, req, resp);
+  }
+  grpc::Status ReportResult(grpc::ServerContext* ctx, const v1::ReportResultRequest* req,
+                            v1::ReportResultResponse* resp) override {
+    {
+      absl::MutexLock l(&mu_);
+      reported_.push_back(req->lease_id());
+    }
+    const grpc::Status st = c_->ReportResult(ctx, req, resp);
+    if (st.ok() && resp->next().has_task()) Granted(resp->next().lease_id());
+    return st;
+  }
+  grpc::Status FetchKernelLibrary(grpc::ServerContext* ctx, const v1::FetchKernelLibraryRequest* req,
+                                  grpc::ServerWriter<v1::FetchKernelLibraryResponse>* w) override {
+    return c_->FetchKernelLibrary(ctx, req, w);
+  }
+
+  std::vector<std::string> granted() const {
+    absl::MutexLock l(&mu_);
+    return granted_;
+  }
+  std::vector<std::string> reported() const {
+    absl::MutexLock l(&mu_);
+    return reported_;
+  }
+  int64_t heartbeats() const { return heartbeats_.load(); }
+  int64_t registrations() const { return registrations_.load(); }
+  int64_t leases_in_flight() const { return leases_in_flight_.load(); }
+
+ private:
+  void Granted(const std::string& lease) {
+    absl::MutexLock l(&mu_);
+    granted_.push_back(lease);
+  }
+  Coordinator* c_;
+  mutable absl::Mutex mu_;
+  std::vector<std::string> granted_ ABSL_GUARDED_BY(mu_), reported_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> heartbeats_{0}, registrations_{0}, leases_in_flight_{0};
+};
+
+// Polls `done` until it holds; false after a generous bound (the bound only
+// guards against a hang, it asserts nothing about speed).
+bool Eventually(const std::function<bool()>& done, absl::Duration bound = absl::Seconds(60)) {
+  const absl::Time until = absl::Now() + bound;
+  while (!done()) {
+    if (absl::Now() > until) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+// Whether `pid` is a live process (a zombie has ended).
+bool Alive(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return false;
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+int ReadPid(const std::string& path) {
+  std::ifstream f(path);
+  int pid = 0;
+  return f >> pid ? pid : 0;
+}
+
+// A worker steered by the coordinator (cancels, drain, lease length): the
+// worker talks to the coordinator through RecordingWorkerService; leases
+// last `lease` (3 s: heartbeats every second).
+class WorkerSteeringTest : public ::testing::Test {
+ protected:
+  explicit WorkerSteeringTest(absl::Duration lease = absl::Seconds(3))
+      : scheduler_(RealClock::Get(),
+                   coordinator::WithFailurePredicate(coordinator::MakeSchedulerOptions(lease, 3, 10000))) {
+    CoordinatorOptions o;
+    o.max_long_poll = absl::Milliseconds(300);
+    o.lease_duration = lease;
+    libraries_ = std::move(*coordinator::LibraryRegistry::Create(nullptr));
+    o.libraries = libraries_.get();
+    coordinator_ = std::make_unique<Coordinator>(RealClock::Get(), &scheduler_, o);
+    service_ = std::make_unique<RecordingWorkerService>(coordinator_.get());
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(service_.get());
+    server_ = b.BuildAndStart();
+  }
+  ~WorkerSteeringTest() override {
+    if (server_) server_->Shutdown();
+  }
+
+  void SetUp() override { ASSERT_NE(server_, nullptr); }
+
+  std::unique_ptr<Worker> NewWorker(std::vector<std::string> child_argv = {}) {
+    WorkerOptions o;
+    o.coordinator = "127.0.0.1:" + std::to_string(port_);
+    o.worker_id = "w1";
+    o.child_argv = child_argv.empty() ? RealChild() : child_argv;
+    o.long_poll = absl::Milliseconds(300);
+    o.task_timeout = absl::Seconds(600);
+    o.metrics = &metrics_;
+    auto w = Worker::Create(o);
+    EXPECT_TRUE(w.ok()) << w.status();
+    return std::move(*w);
+  }
+  static std::vector<std::string> RealChild() {
+    return {MXVAL_BIN, "__run-task", "--kernel-dir", MXVAL_PLUGIN_DIR, "--threads", "1"};
+  }
+
+  // A one-M job: two tasks.
+  std::string Submit() {
+    v1::SubmitJobRequest req;
+    req.mutable_spec()->add_presets("dsv3-tp8");
+    req.mutable_spec()->set_no_layout_probes(true);
+    req.mutable_spec()->add_m_values(1);
+    req.mutable_spec()->set_repetitions(1);
+    v1::SubmitJobResponse resp;
+    grpc::ServerContext ctx;
+    EXPECT_TRUE(coordinator_->SubmitJob(&ctx, &req, &resp).ok());
+    return resp.job().job_id();
+  }
+  v1::Job Job(const std::string& id) { return *coordinator_->BuildJob(id, true); }
+  bool Done(const std::string& id) { return Job(id).state() == v1::JOB_STATE_DONE; }
+
+  double Abandoned(const std::string& reason) {
+    for (const auto& family : registry_.Collect()) {
+      if (family.name != "mxval_worker_tasks_abandoned_total") continue;
+      for (const auto& m : family.metric)
+        for (const auto& label : m.label)
+          if (label.name == "reason" && label.value == reason) return m.counter.value;
+    }
+    return 0;
+  }
+
+  prometheus::Registry registry_;
+  WorkerMetrics metrics_{registry_};
+  Scheduler scheduler_;
+  std::unique_ptr<coordinator::LibraryRegistry> libraries_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<RecordingWorkerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+// A cancelled job's running task: the heartbeat names its lease lost, the
+// child (a shell) and its grandchild (a sleep) are killed, nothing is
+// reported for that lease, and the worker goes on to run the next job.
+TEST_F(WorkerSteeringTest, CancelStopsTheRunningChildAndNothingIsReportedForIt) {
+  const std::string dir = testing_util::PrivateDir();
+  // The first task hangs (its pids written for the test); every later one
+  // is the real task child.
+  const std::string script = dir + "/child.sh";
+  std::ofstream(script) << "#!/bin/sh\nif mkdir '" << dir << "/first' 2>/dev/null; then\n  cat >/dev/null\n"
+                        << "  echo $$ > '" << dir << "/sh.pid'\n  sleep 600 &\n  echo $! > '" << dir
+                        << "/sleep.pid'\n  wait\n  exit 0\nfi\nexec";
+  for (const std::string& a : RealChild()) std::ofstream(script, std::ios::app) << " '" << a << "'";
+  std::ofstream(script, std::ios::app) << " \"$@\"\n";
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  auto w = NewWorker({"/bin/sh", script});
+  std::thread t([&] { EXPECT_TRUE(w->Run().ok()); });
+
+  const std::string cancelled = Submit();
+  int sh = 0, sleeper = 0;
+  ASSERT_TRUE(Eventually([&] { return (sh = ReadPid(dir + "/sh.pid")) > 0 && (sleeper = ReadPid(dir + "/sleep.pid")) > 0; }));
+  ASSERT_TRUE(Alive(sh) && Alive(sleeper));
+  ASSERT_EQ(service_->granted().size(), 1u);
+  const std::string lost = service_->granted()[0];
+  {
+    v1::CancelJobRequest req;
+    req.set_job_id(cancelled);
+    v1::CancelJobResponse resp;
+    grpc::ServerContext ctx;
+    ASSERT_TRUE(coordinator_->CancelJob(&ctx, &req, &resp).ok());
+  }
+  EXPECT_TRUE(Eventually([&] { return !Alive(sh) && !Alive(sleeper); })) << "the cancelled task's processes live on";
+  EXPECT_TRUE(Eventually([&] { return w->tasks_abandoned() == 1; }));
+
+  // The worker takes and completes the next job.
+  const std::string next = Submit();
+  ASSERT_TRUE(Eventually([&] { return Done(next); }));
+  w->Drain();
+  t.join();
+  const v1::Job done = Job(next);
+  ASSERT_EQ(done.results_size(), 2);
+  for (const v1::TaskResult& r : done.results()) {
+    EXPECT_EQ(r.candidate().accuracy().verdict(), v1::VERDICT_PASS) << r.candidate().accuracy().reason();
+  }
+  for (const std::string& lease : service_->reported()) EXPECT_NE(lease, lost) << "a result was reported for the lost lease";
+  EXPECT_EQ(service_->reported().size(), 2u);
+  EXPECT_EQ(w->tasks_abandoned(), 1);
+  EXPECT_EQ(w->tasks_completed(), 2);
+  EXPECT_EQ(w->infra_failures(), 0);
+  EXPECT_EQ(Abandoned("lost"), 1);
+  EXPECT_EQ(Job(cancelled).state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(Job(cancelled).results_size(), 0);
+}
+
+// `mxval drain`: the worker finishes, leases nothing and keeps heartbeating
+// (Run() does not return); undrained, it runs the queued job; only Drain()
+// (SIGTERM) ends it.
+TEST_F(WorkerSteeringTest, CoordinatorDrainKeepsTheWorkerRunningIdleUntilUndrained) {
+  auto w = NewWorker();
+  std::atomic<bool> returned{false};
+  std::thread t([&] {
+    EXPECT_TRUE(w->Run().ok());
+    returned = true;
+  });
+  ASSERT_TRUE(Eventually([&] { return service_->registrations() > 0; }));
+  auto drain = [&](bool undrain) {
+    v1::DrainWorkerRequest req;
+    req.set_worker_id("w1");
+    req.set_undrain(undrain);
+    v1::DrainWorkerResponse resp;
+    grpc::ServerContext ctx;
+    ASSERT_TRUE(coordinator_->DrainWorker(&ctx, &req, &resp).ok());
+  };
+  drain(false);
+  ASSERT_TRUE(Eventually([&] { return w->drained_by_coordinator(); }));
+  // A long poll that began before the drain may still be waiting; after it
+  // ends, the drained worker asks for nothing.
+  ASSERT_TRUE(Eventually([&] { return service_->leases_in_flight() == 0; }));
+  const std::string job = Submit();
+  const int64_t beats = service_->heartbeats();
+  ASSERT_TRUE(Eventually([&] { return service_->heartbeats() >= beats + 3; }));  // alive and heartbeating
+  EXPECT_FALSE(returned.load());
+  EXPECT_TRUE(service_->granted().empty());
+  EXPECT_EQ(Job(job).progress().tasks_done(), 0);
+  EXPECT_EQ(Job(job).state(), v1::JOB_STATE_QUEUED);
+
+  drain(true);
+  ASSERT_TRUE(Eventually([&] { return Done(job); }));
+  EXPECT_FALSE(w->drained_by_coordinator());
+  EXPECT_FALSE(returned.load());
+  w->Drain();
+  t.join();
+  EXPECT_TRUE(returned.load());
+  EXPECT_EQ(w->tasks_completed(), 2);
+}
+
+// A 2 s lease: heartbeats every 2/3 s at most (the coordinator's own
+// interval is 5 s), so a task that runs longer than the lease keeps it and
+// reports once.
+class ShortLeaseTest : public WorkerSteeringTest {
+ protected:
+  ShortLeaseTest() : WorkerSteeringTest(absl::Seconds(2)) {}
+};
+
+TEST_F(ShortLeaseTest, HeartbeatsFollowTheLeaseLength) {
+  const std::string dir = testing_util::PrivateDir();
+  const std::string script = dir + "/child.sh";
+  std::ofstream(script) << "#!/bin/sh\nsleep 5\nexec";  // the task outlives two leases
+  for (const std::string& a : RealChild()) std::ofstream(script, std::ios::app) << " '" << a << "'";
+  std::ofstream(script, std::ios::app) << " \"$@\"\n";
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  auto w = NewWorker({"/bin/sh", script});
+  std::thread t([&] { EXPECT_TRUE(w->Run().ok()); });
+  ASSERT_TRUE(Eventually([&] { return service_->registrations() > 0; }));
+  EXPECT_LE(w->heartbeat_interval(), absl::Milliseconds(667));
+  EXPECT_GT(w->heartbeat_interval(), absl::ZeroDuration());
+  const std::string job = Submit();
+  ASSERT_TRUE(Eventually([&] { return Done(job); }, absl::Seconds(120)));
+  w->Drain();
+  t.join();
+  const v1::Job done = Job(job);
+  ASSERT_EQ(done.results_size(), 2);
+  for (const v1::TaskResult& r : done.results()) EXPECT_EQ(r.attempts_size(), 1);  // no lease expired
+  EXPECT_EQ(w->tasks_abandoned(), 0);
+  EXPECT_EQ(service_->granted().size(), 2u);
 }
 
 }  // namespace
