@@ -25,7 +25,7 @@ absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, bool yaml) {
 absl::StatusOr<v1::JobSpec> LoadJobSpec(const std::string& path) {
   auto bytes = ReadFileBounded(path, kMaxSpecFileBytes, /*allow_pipe=*/true);
   if (!bytes.ok()) return bytes.status();
-  auto spec = ParseJobSpec(*bytes, absl::EndsWith(path, ".yaml") || absl::EndsWith(path, ".yml"));
+  auto spec = ParseJobSpec(*bytes, IsYamlConfig(path, *bytes));
   if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", spec.status().message()));
   return spec;
 }

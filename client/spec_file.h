@@ -18,7 +18,8 @@ inline constexpr size_t kMaxSpecFileBytes = 4 << 20;
 absl::StatusOr<v1::JobSpec> ParseJobSpec(const std::string& text, bool yaml);
 
 // Loads a spec file (a regular file or a pipe, at most kMaxSpecFileBytes):
-// .yaml/.yml as YAML, anything else as JSON. NOT_FOUND if it cannot be
+// .yaml/.yml as YAML, .json as JSON, anything else (a pipe) by its text
+// (IsYamlConfig). NOT_FOUND if it cannot be
 // opened; INVALID_ARGUMENT naming the file for anything else.
 absl::StatusOr<v1::JobSpec> LoadJobSpec(const std::string& path);
 

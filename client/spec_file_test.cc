@@ -155,6 +155,14 @@ TEST(SpecFile, DeepNestingIsRefusedAtTheDepthBound) {
   EXPECT_TRUE(YamlToJson(ok).ok());
 }
 
+TEST(SpecFile, SyntaxByNameElseByText) {
+  EXPECT_TRUE(IsYamlConfig("a.yaml", "{}"));
+  EXPECT_TRUE(IsYamlConfig("a.yml", "{}"));
+  EXPECT_FALSE(IsYamlConfig("a.json", "name: x"));
+  EXPECT_FALSE(IsYamlConfig("/dev/fd/63", "  \n{\"name\": \"x\"}"));
+  EXPECT_TRUE(IsYamlConfig("/dev/fd/63", "# a comment\nname: x\n"));
+}
+
 std::string Tmp(const std::string& name) {
   return ::testing::TempDir() + "/mxval_spec_" + std::to_string(getpid()) + "_" + name;
 }
@@ -171,7 +179,7 @@ TEST(SpecFile, SpecThatIsADeviceIsRefusedAndAPipeIsRead) {
   auto big = LoadJobSpec(Tmp("big.json"));
   EXPECT_NE(big.status().message().find("larger than 4 MiB"), std::string::npos) << big.status();
 
-  const std::string fifo = Tmp("fifo.yaml");
+  const std::string fifo = Tmp("fifo");  // no extension, as /dev/fd/63: YAML by its text
   ::unlink(fifo.c_str());
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   std::thread writer([&] {

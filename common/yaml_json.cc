@@ -170,4 +170,11 @@ absl::StatusOr<std::string> YamlToJson(const std::string& yaml) {
   return b.TakeRoot().dump();
 }
 
+bool IsYamlConfig(const std::string& path, const std::string& text) {
+  if (absl::EndsWith(path, ".yaml") || absl::EndsWith(path, ".yml")) return true;
+  if (absl::EndsWith(path, ".json")) return false;
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  return first == std::string::npos || text[first] != '{';
+}
+
 }  // namespace mxval

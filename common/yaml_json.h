@@ -27,6 +27,11 @@ inline constexpr int64_t kMaxYamlAliasNodes = 100000;
 // events one at a time and stops at the first bound it passes.
 absl::StatusOr<std::string> YamlToJson(const std::string& yaml);
 
+// Whether a config file is YAML: by its name (.yaml/.yml: yes, .json: no),
+// else (a pipe such as /dev/fd/63 has no extension) by its text: JSON if its
+// first non-blank character is '{', YAML otherwise.
+bool IsYamlConfig(const std::string& path, const std::string& text);
+
 }  // namespace mxval
 
 #endif  // MXVAL_COMMON_YAML_JSON_H_

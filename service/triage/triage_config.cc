@@ -36,8 +36,6 @@ absl::StatusOr<std::string> ReadSmall(const std::string& path) {
   return ReadFileBounded(path, static_cast<int64_t>(kMaxConfigFileBytes), /*allow_pipe=*/true);
 }
 
-bool IsYaml(const std::string& path) { return absl::EndsWith(path, ".yaml") || absl::EndsWith(path, ".yml"); }
-
 }  // namespace
 
 absl::StatusOr<v1::LogRules> ParseLogRules(const std::string& text, bool yaml, const std::string& what) {
@@ -50,13 +48,13 @@ absl::StatusOr<v1::OwnershipMap> ParseOwnership(const std::string& text, bool ya
 absl::StatusOr<v1::LogRules> LoadLogRules(const std::string& path) {
   auto text = ReadSmall(path);
   if (!text.ok()) return text.status();
-  return ParseLogRules(*text, IsYaml(path), path);
+  return ParseLogRules(*text, IsYamlConfig(path, *text), path);
 }
 
 absl::StatusOr<v1::OwnershipMap> LoadOwnership(const std::string& path) {
   auto text = ReadSmall(path);
   if (!text.ok()) return text.status();
-  return ParseOwnership(*text, IsYaml(path), path);
+  return ParseOwnership(*text, IsYamlConfig(path, *text), path);
 }
 
 const v1::LogRules& DefaultLogRules() {

@@ -19,7 +19,8 @@ inline constexpr size_t kMaxConfigFileBytes = 1 << 20;
 // text, unknown fields or wrong types.
 absl::StatusOr<v1::LogRules> ParseLogRules(const std::string& text, bool yaml, const std::string& what);
 absl::StatusOr<v1::OwnershipMap> ParseOwnership(const std::string& text, bool yaml, const std::string& what);
-// .yaml/.yml as YAML, else JSON; a regular file or a pipe. NOT_FOUND if it
+// .yaml/.yml as YAML, .json as JSON, else by the text (IsYamlConfig); a
+// regular file or a pipe. NOT_FOUND if it
 // cannot be opened; INVALID_ARGUMENT for a device or directory, over
 // kMaxConfigFileBytes, or past the YAML bounds (common/yaml_json.h).
 absl::StatusOr<v1::LogRules> LoadLogRules(const std::string& path);

@@ -122,6 +122,22 @@ put("fuzz_safetensors", "f16.safetensors", safetensors({"h": ("F16", [3], struct
 put("fuzz_safetensors", "bad_offsets.safetensors",
     struct.pack("<Q", 60) + b'{"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 99]}}'[:60])
 
+_overlap = json.dumps({"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]},
+                       "b": {"dtype": "U8", "shape": [8], "data_offsets": [4, 12]}}).encode()
+put("fuzz_safetensors", "overlap.safetensors", struct.pack("<Q", len(_overlap)) + _overlap + bytes(12))
+
+# --- YAML -> JSON: real files, aliases, and the bombs the converter bounds
+put("fuzz_yaml_json", "ownership.yaml",
+    open(os.path.join(ROOT, "service", "triage", "rules", "default_ownership.yaml"), "rb").read())
+put("fuzz_yaml_json", "retune.yaml", open(os.path.join(ROOT, "docs", "specs", "retune.yaml"), "rb").read())
+put("fuzz_yaml_json", "aliases.yaml", b"base: &b {atol: 1.0e-5, tags: [x, y]}\ncopy: *b\n&k key: 1\nother: {*k : 2}\n")
+laughs = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+for c in "bcdefghi":
+    laughs += c + ": &" + c + " [" + ", ".join(["*" + chr(ord(c) - 1)] * 10) + "]\n"
+put("fuzz_yaml_json", "billion_laughs.yaml", laughs.encode())
+put("fuzz_yaml_json", "deep_flow.yaml", b"[" * 5000 + b"x" + b"]" * 5000)
+put("fuzz_yaml_json", "deep_block.yaml", b"- " * 5000 + b"x\n")
+
 # --- triage: first byte 1 = YAML rules, then NUL, then a log
 rules = open(os.path.join(ROOT, "service", "triage", "rules", "default_rules.yaml"), "rb").read()
 logs = os.path.join(ROOT, "tests", "data", "triage", "logs")
