@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/bounded_read.h"
 #include "common/yaml_json.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -15,16 +16,16 @@ namespace mxval {
 namespace auth {
 namespace {
 
+// Certificates, keys and the auth config are small; this bounds a wrong path.
+constexpr int64_t kMaxAuthFileBytes = 1 << 20;
 constexpr char kPrincipal[] = "mxval.principal";
 constexpr char kRole[] = "mxval.role";
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read '", path, "'"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (ss.str().empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": '", path, "' is empty"));
-  return ss.str();
+  auto s = ReadFileBounded(path, kMaxAuthFileBytes);  // a regular file: PEM files are a few KiB
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", s.status().message()));
+  if (s->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": '", path, "' is empty"));
+  return s;
 }
 
 std::string One(const grpc::AuthContext& c, const char* name, int* count) {
@@ -63,11 +64,9 @@ absl::Status ValidateConfig(const v1::AuthConfig& c) {
 }
 
 absl::StatusOr<v1::AuthConfig> LoadConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string json = ss.str();
+  auto text = ReadFileBounded(path, kMaxAuthFileBytes);
+  if (!text.ok()) return text.status();
+  std::string json = std::move(*text);
   if (absl::EndsWith(path, ".yaml") || absl::EndsWith(path, ".yml")) {
     auto j = YamlToJson(json);
     if (!j.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", j.status().message()));
