@@ -158,7 +158,11 @@ class FakeCoordinator final : public v1::ValidationService::Service, public v1::
     if (to < jobs_.size()) resp->set_next_page_token(absl::StrCat(to));
     return grpc::Status::OK;
   }
-  grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest*, v1::SubmitJobResponse*) override {
+  grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* r, v1::SubmitJobResponse* resp) override {
+    if (r->request_id() == "accept") {
+      resp->mutable_job()->set_job_id("job-\x1b[2J");
+      return grpc::Status::OK;
+    }
     ctx->AddTrailingMetadata("retry-after-ms", "1234");
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "client anonymous: 1 submits per minute");
   }
@@ -305,7 +309,7 @@ TEST(ClientVerbs, ControlCharactersFromTheServerNeverReachTheTerminal) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"workers"}, {"jobs"}, {"get", "--job", "j", "--format", "table"},
         {"get", "--job", "j", "--format", "markdown"}, {"get", "--job", "j", "--format", "junit"},
-        {"drain", "--worker", "x"}}) {
+        {"drain", "--worker", "x"}, {"submit", "--preset", "dsv3-tp8", "--request-id", "accept"}}) {
     std::vector<std::string> a = args;
     a.insert(a.end(), {"--coordinator", fake.address()});
     const Result r = Cli(a);

@@ -713,9 +713,9 @@ int SubmitVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
     return GrpcExit(err, "submit", st, submit_ctx.get());
   }
   const std::string job_id = resp.job().job_id();
-  err << "submitted " << job_id << " (" << resp.job().progress().tasks_total() << " tasks)\n";
+  err << "submitted " << SanitizeForTerminal(job_id) << " (" << resp.job().progress().tasks_total() << " tasks)\n";
   if (!wait) {
-    out << job_id << "\n";
+    out << SanitizeForTerminal(job_id) << "\n";
     return kOk;
   }
   const bool tty = isatty(2);
