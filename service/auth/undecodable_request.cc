@@ -13,10 +13,15 @@ using grpc::experimental::InterceptionHookPoints;
 class UndecodableRequestInterceptor : public grpc::experimental::Interceptor {
  public:
   explicit UndecodableRequestInterceptor(grpc::experimental::ServerRpcInfo* info)
-      : method_(info->method() != nullptr ? info->method() : "") {}
+      : method_(info->method() != nullptr ? info->method() : ""),
+        single_request_(info->type() == grpc::experimental::ServerRpcInfo::Type::UNARY ||
+                        info->type() == grpc::experimental::ServerRpcInfo::Type::SERVER_STREAMING) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
-    if (m->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) && m->GetRecvMessage() == nullptr) {
+    // Only where the server parses the one request before the handler: in a
+    // client stream a missing message is also the stream's normal end.
+    if (single_request_ && m->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) &&
+        m->GetRecvMessage() == nullptr) {
       undecodable_ = true;
     }
     if (undecodable_ && m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
@@ -29,6 +34,7 @@ class UndecodableRequestInterceptor : public grpc::experimental::Interceptor {
 
  private:
   const std::string method_;
+  const bool single_request_;
   bool undecodable_ = false;  // one interceptor per call; its hooks run in order
 };
 

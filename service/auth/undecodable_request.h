@@ -5,8 +5,10 @@
 // InitializationErrorString() as the message, which is empty for proto3.
 // A server interceptor sees that moment: the POST_RECV_MESSAGE hook carries
 // no message when parsing failed, and the PRE_SEND_STATUS hook may replace
-// the status. Only calls whose request did not parse are changed; a handler's
-// own INTERNAL stays INTERNAL.
+// the status. Only unary and server-streaming calls whose request did not
+// parse are changed; a handler's own INTERNAL stays INTERNAL. In a client
+// stream (UploadKernelLibrary) an unparsable message ends the stream for the
+// handler like a normal end, and is answered by the handler.
 #ifndef MXVAL_SERVICE_AUTH_UNDECODABLE_REQUEST_H_
 #define MXVAL_SERVICE_AUTH_UNDECODABLE_REQUEST_H_
 
