@@ -609,6 +609,15 @@ TEST(Cli, DevicesAsInputFilesExitTwo) {
   }
 }
 
+TEST(Cli, TokenFileThatIsADeviceExitsTwo) {
+  ::setenv("MXVAL_TOKEN_FILE", Symlink("token_zero", "/dev/zero").c_str(), 1);
+  const Result r = Cli({"jobs", "--coordinator", "127.0.0.1:1"});
+  ::unsetenv("MXVAL_TOKEN_FILE");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("MXVAL_TOKEN_FILE: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is a character device"), std::string::npos) << r.err;
+}
+
 TEST(Cli, YamlBombsExitTwo) {
   std::ofstream(Tmp("bomb.yaml")) << AliasBombYaml();
   std::string deep;

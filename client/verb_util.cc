@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/bounded_read.h"
 #include "google/protobuf/util/json_util.h"
 #include "service/auth/auth.h"
 
@@ -177,9 +178,9 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> EnvCredentials(const s
   f.key = key_flag.empty() ? env("MXVAL_TLS_KEY") : key_flag;
   f.token = env("MXVAL_TOKEN");
   if (const std::string tf = env("MXVAL_TOKEN_FILE"); !tf.empty()) {
-    std::ifstream in(tf);
-    if (!in) return absl::InvalidArgumentError("MXVAL_TOKEN_FILE: cannot read '" + tf + "'");
-    std::getline(in, f.token);
+    auto text = ReadFileBounded(tf, 64 << 10);  // a token is one short line; a device is refused
+    if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat("MXVAL_TOKEN_FILE: ", text.status().message()));
+    f.token = text->substr(0, text->find('\n'));
     while (!f.token.empty() && (f.token.back() == '\r' || f.token.back() == ' ')) f.token.pop_back();
   }
   return auth::ChannelCredentials(f);
