@@ -355,5 +355,37 @@ TEST_F(AuthRateTest, CallRateIsPerPrincipalWithARetryTrailer) {
   EXPECT_TRUE(a->ListJobs(Ctx().get(), v1::ListJobsRequest(), &resp).ok());
 }
 
+// A request id belongs to its owner: another submitter's equal id is another
+// job (its spec is not dropped for the first owner's), and the first owner's
+// retry still returns the first job.
+TEST_F(AuthTest, RequestIdsBelongToTheirOwner) {
+  auto submit = [&](const std::string& token, int64_t m, v1::Job* job) {
+    auto stub = v1::ValidationService::NewStub(Channel(token));
+    v1::SubmitJobRequest req;
+    req.set_request_id("pr-1-run-1");
+    req.mutable_spec()->add_presets("dsv3-tp8");
+    req.mutable_spec()->add_m_values(m);
+    v1::SubmitJobResponse resp;
+    grpc::Status st = stub->SubmitJob(Ctx().get(), req, &resp);
+    *job = resp.job();
+    return st;
+  };
+  v1::Job a, b, again;
+  ASSERT_TRUE(submit("submit-a-secret", 1, &a).ok());
+  ASSERT_TRUE(submit("submit-b-secret", 2, &b).ok());
+  EXPECT_NE(b.job_id(), a.job_id());
+  EXPECT_EQ(b.spec().owner(), "bot-b");
+  ASSERT_EQ(b.spec().m_values_size(), 1);
+  EXPECT_EQ(b.spec().m_values(0), 2);
+  EXPECT_EQ(b.request_id(), "pr-1-run-1");
+  ASSERT_TRUE(submit("submit-a-secret", 1, &again).ok());
+  EXPECT_EQ(again.job_id(), a.job_id());
+  EXPECT_EQ(again.spec().owner(), "bot-a");
+  // The same owner with another spec under the same id: refused, naming it.
+  const grpc::Status st = submit("submit-a-secret", 4, &again);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_NE(st.error_message().find("m_values"), std::string::npos) << st.error_message();
+}
+
 }  // namespace
 }  // namespace mxval
