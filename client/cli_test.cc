@@ -667,6 +667,24 @@ TEST(Cli, TriageReadsPipesWithinTheirBounds) {
   EXPECT_NE(big.err.find("larger than 1 MiB"), std::string::npos) << big.err;
 }
 
+// A log directory's devices, pipes and subdirectories are not jobs: skipped,
+// never opened (a FIFO with no writer would block an open).
+TEST(Cli, TriageSkipsLogEntriesThatAreNotRegularFiles) {
+  const std::string d = MXVAL_TRIAGE_DATA, logs = Tmp("odd_logs");
+  ASSERT_EQ(std::system(("rm -rf " + logs + " && mkdir -p " + logs + "/subdir").c_str()), 0);
+  std::ifstream in(d + "/logs/cpu-extension.log");
+  std::ofstream(logs + "/cpu-extension.log") << in.rdbuf();
+  ASSERT_EQ(::symlink("/dev/zero", (logs + "/zero.log").c_str()), 0);
+  ASSERT_EQ(::mkfifo((logs + "/fifo.log").c_str(), 0600), 0);
+  const Result r = Cli({"triage", "--changed-files", d + "/changed_files.txt", "--logs", logs, "--base-logs", logs,
+                        "--format", "json"});
+  ASSERT_NE(r.code, 2) << r.err;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  ASSERT_EQ(j["jobs"].size(), 1u) << r.out;
+  EXPECT_EQ(j["jobs"][0]["name"], "cpu-extension");
+}
+
 TEST(Cli, HugeOutputsAreRefusedBeforeAllocating) {
   // 1 x 65536 x 32 activations and 65536 x 16 weights (12 MiB of files): the
   // [1, 65536, 65536] fp32 output would be 16 GiB.
