@@ -14,7 +14,7 @@ build=${1:-build-asan}
 secs=${2:-60}
 par=${3:-$(nproc)}
 targets=(fuzz_job_spec_proto fuzz_job_spec_text fuzz_npy fuzz_safetensors fuzz_triage_rules fuzz_log_triage
-         fuzz_config_table)
+         fuzz_config_table fuzz_yaml_json)
 mkdir -p "$build/fuzz/artifacts" "$build/fuzz/logs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
