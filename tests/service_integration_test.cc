@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -400,6 +401,88 @@ TEST(ServiceIntegration, SubmitRidesOutACoordinatorRestartAndALimitExitsFive) {
   r = Cmd(bin + " submit" + c + " --preset dsv3-tp8 --m 8");
   EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("not retried: without --request-id"), std::string::npos) << r.out;
+}
+
+// `mxval drain` leaves the worker daemon up and idle: it finishes, leases
+// nothing and keeps heartbeating (a queued job stays queued); `--undrain`
+// puts it back to work; only SIGTERM ends it, with exit code 0.
+TEST(ServiceIntegration, DrainedWorkerDaemonStaysUpUntilUndrainedAndSigtermExitsZero) {
+  const std::string dir = PrivateDir();
+  const std::string db = dir + "/mxval_drain.db";
+  for (const char* s : {"", "-wal", "-shm"}) std::remove((db + s).c_str());
+  Proc serve = Proc::Start({MXVAL_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--lease-seconds", "3"},
+                           dir + "/serve.out");
+  struct Reap {  // nothing outlives the test, whatever fails
+    Proc* p;
+    ~Reap() {
+      if (p->pid > 0) {
+        p->Kill(SIGKILL);
+        p->Wait();
+      }
+    }
+  } reap_serve{&serve};
+  const int port = WaitForPort(serve.out_path);
+  ASSERT_GT(port, 0) << ReadFile(serve.out_path + ".err");
+  const std::string addr = absl::StrCat("127.0.0.1:", port);
+  Proc worker = Proc::Start({MXVAL_BIN, "worker", "--coordinator", addr, "--id", "drained-1"}, dir + "/worker.out");
+  Reap reap_worker{&worker};
+  auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+  auto admin = v1::AdminService::NewStub(channel);
+  auto client = v1::ValidationService::NewStub(channel);
+  // The worker's last heartbeat as the coordinator saw it (0: not registered).
+  auto last_heartbeat = [&] {
+    v1::ListWorkersResponse lw;
+    if (!admin->ListWorkers(Ctx().get(), v1::ListWorkersRequest(), &lw).ok()) return int64_t{0};
+    for (const v1::WorkerStatus& w : lw.workers()) {
+      if (w.worker_id() == "drained-1") return w.last_heartbeat().seconds() * 1000 + w.last_heartbeat().nanos() / 1000000;
+    }
+    return int64_t{0};
+  };
+  auto eventually = [](const std::function<bool()>& done) {
+    const absl::Time until = absl::Now() + absl::Seconds(60);  // against a hang only
+    while (!done()) {
+      if (absl::Now() > until) return false;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return true;
+  };
+  ASSERT_TRUE(eventually([&] { return last_heartbeat() > 0; })) << ReadFile(worker.out_path + ".err");
+  EXPECT_NE(ReadFile(worker.out_path + ".err").find("heartbeat every 1s (lease 3s)"), std::string::npos)
+      << ReadFile(worker.out_path + ".err");
+  const std::string bin = MXVAL_BIN;
+  CmdResult r = Cmd(bin + " drain --coordinator " + addr + " --worker drained-1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_TRUE(eventually([&] { return ReadFile(worker.out_path + ".err").find("drained by the coordinator") != std::string::npos; }));
+  r = Cmd(bin + " submit --coordinator " + addr + " --preset dsv3-tp8 --m 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t at = r.out.find("submitted ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string job_id = r.out.substr(at + 10, r.out.find_first_of(" \n", at + 10) - (at + 10));
+  // Two more heartbeats: the daemon is alive, and it leased nothing.
+  int64_t seen = last_heartbeat();
+  for (int beat = 0; beat < 2; ++beat) {
+    ASSERT_TRUE(eventually([&] { return last_heartbeat() > seen; }));
+    seen = last_heartbeat();
+  }
+  int status = 0;
+  EXPECT_EQ(waitpid(worker.pid, &status, WNOHANG), 0) << "the drained worker exited";
+  v1::GetJobRequest g;
+  g.set_job_id(job_id);
+  v1::Job job;
+  ASSERT_TRUE(client->GetJob(Ctx().get(), g, &job).ok());
+  EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(job.progress().tasks_done(), 0);
+
+  r = Cmd(bin + " drain --coordinator " + addr + " --worker drained-1 --undrain");
+  ASSERT_EQ(r.code, 0) << r.out;
+  job = testing_util::WaitForDone(client.get(), job_id, absl::Minutes(2));
+  EXPECT_EQ(job.state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(job.progress().tasks_failed(), 0);
+  worker.Kill(SIGTERM);
+  status = worker.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(worker.out_path + ".err");
+  serve.Kill(SIGTERM);
+  serve.Wait();
 }
 
 }  // namespace

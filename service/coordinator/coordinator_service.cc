@@ -504,6 +504,13 @@ grpc::Status Coordinator::LeaseTask(grpc::ServerContext* ctx, const v1::LeaseTas
   const absl::Time until = absl::Now() + wait;  // real time: this is I/O waiting, not scheduling logic
   while (true) {
     const uint64_t seen = scheduler_->version();
+    {
+      // A poll whose caller went away, or whose worker was drained while it
+      // waited, takes nothing: the lease would reach nobody, or a worker told to stop.
+      absl::MutexLock l(&mu_);
+      auto it = workers_.find(req->worker_id());
+      if (ctx->IsCancelled() || (it != workers_.end() && it->second.draining)) return grpc::Status::OK;
+    }
     if (TryLease(req->worker_id(), *archs, req->device_index(), resp)) return grpc::Status::OK;
     const absl::Time now = absl::Now();
     if (now >= until || ctx->IsCancelled()) return grpc::Status::OK;

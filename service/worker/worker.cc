@@ -122,6 +122,11 @@ absl::Status Worker::Run() {
 void Worker::Drain() {
   absl::MutexLock l(&mu_);
   shutting_down_ = true;
+  CancelPollsLocked();
+}
+
+void Worker::CancelPollsLocked() {
+  for (grpc::ClientContext* poll : polls_) poll->TryCancel();
 }
 
 void Worker::AwaitUndrain() {
@@ -166,6 +171,7 @@ void Worker::Heartbeats() {
         {
           absl::MutexLock l(&mu_);
           coordinator_drain_ = resp.drain();
+          if (resp.drain()) CancelPollsLocked();
         }
         if (options_.metrics) options_.metrics->Drained(resp.drain());
         std::cerr << (resp.drain() ? "mxval worker: drained by the coordinator: running tasks finish, no new leases "
@@ -352,7 +358,20 @@ void Worker::Executor(int slot) {
       lr.mutable_max_wait()->set_seconds(absl::ToInt64Seconds(options_.long_poll));
       lr.mutable_max_wait()->set_nanos(
           static_cast<int32_t>(absl::ToInt64Nanoseconds(options_.long_poll) % 1000000000));
-      const grpc::Status st = stub_->LeaseTask(Ctx(options_.long_poll + options_.rpc_timeout).get(), lr, &lease);
+      // The poll is registered so that a drain (or shutdown) cancels it: a
+      // drained worker must not take a task from a poll that began earlier.
+      const std::unique_ptr<grpc::ClientContext> ctx = Ctx(options_.long_poll + options_.rpc_timeout);
+      {
+        absl::MutexLock l(&mu_);
+        if (coordinator_drain_ || shutting_down_) continue;
+        polls_.insert(ctx.get());
+      }
+      const grpc::Status st = stub_->LeaseTask(ctx.get(), lr, &lease);
+      {
+        absl::MutexLock l(&mu_);
+        polls_.erase(ctx.get());
+      }
+      if (st.error_code() == grpc::StatusCode::CANCELLED && (coordinator_drain_ || shutting_down_)) continue;
       if (!st.ok()) {
         if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION || st.error_code() == grpc::StatusCode::NOT_FOUND) {
           (void)Register();

@@ -119,6 +119,8 @@ class Worker {
   // Blocks while the coordinator has the worker drained and it is not
   // shutting down.
   void AwaitUndrain();
+  // Cancels the executors' long polls in flight (a drain, a shutdown).
+  void CancelPollsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration d) const;
   // Fetches the external libraries `task` names into the library cache.
   // Returns a side's error ("baseline"/"candidate" -> why its library is
@@ -145,6 +147,7 @@ class Worker {
   // naming a lease lost fires it.
   std::map<std::string, std::shared_ptr<ChildCancel>> running_leases_ ABSL_GUARDED_BY(mu_);
   std::vector<int> consecutive_failures_ ABSL_GUARDED_BY(mu_);
+  std::set<grpc::ClientContext*> polls_ ABSL_GUARDED_BY(mu_);  // LeaseTask calls in flight
 };
 
 }  // namespace worker
