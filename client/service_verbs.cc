@@ -486,7 +486,8 @@ int WorkerVerb(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string coordinator, id, kernel_dir;
   int64_t task_timeout = 600, unhealthy_after = 3;
   FlagSet f("worker", "Runs a worker daemon for the coordinator at --coordinator: one executor per discovered device\n"
-                      "(CUDA or HIP GPUs, else the CPU). SIGTERM drains and exits.");
+                      "(CUDA or HIP GPUs, else the CPU). SIGTERM finishes running tasks and exits 0;\n"
+                      "`mxval drain --worker ID` only idles it (it keeps heartbeating; --undrain resumes it).");
   f.String("coordinator", &coordinator, "coordinator address host:port", true);
   f.String("id", &id, "worker id (default: hostname-pid)");
   f.String("kernel-dir", &kernel_dir,
