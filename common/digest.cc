@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -64,8 +65,14 @@ absl::StatusOr<std::string> Sha256HexOfFd(int fd) {
 }
 
 absl::StatusOr<std::string> Sha256HexOfFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO must not block the open; it is refused below.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open '", path, "': ", strerror(errno)));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // a device (/dev/zero) would be hashed for ever
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
+  }
   auto out = Sha256HexOfFd(fd);
   close(fd);
   return out;

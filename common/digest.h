@@ -20,7 +20,8 @@ std::string Sha256Hex(absl::string_view data);
 // UNAVAILABLE if reading fails.
 absl::StatusOr<std::string> Sha256HexOfFd(int fd);
 
-// Of the file at `path`. NOT_FOUND if it cannot be opened.
+// Of the regular file at `path`. NOT_FOUND if it cannot be opened,
+// INVALID_ARGUMENT if it is not a regular file (a device, a FIFO).
 absl::StatusOr<std::string> Sha256HexOfFile(const std::string& path);
 
 // `bytes` bytes from the operating system's CSPRNG (OpenSSL RAND_bytes), as

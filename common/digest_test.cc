@@ -43,5 +43,19 @@ TEST(Digest, IsSha256Hex) {
   EXPECT_FALSE(IsSha256Hex(std::string(64, 'g')));
 }
 
+TEST(Digest, OnlyRegularFilesAreHashed) {
+  // A device would be read for ever, a FIFO would block the open.
+  EXPECT_EQ(Sha256HexOfFile("/dev/zero").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Sha256HexOfFile("/tmp").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Sha256HexOfFile("/nonexistent/file").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Digest, RandomHexIsFreshAndHex) {
+  const std::string a = RandomHex(16), b = RandomHex(16);
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_NE(a, b);
+  EXPECT_TRUE(IsSha256Hex(RandomHex(32)));
+}
+
 }  // namespace
 }  // namespace mxval
