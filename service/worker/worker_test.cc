@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <functional>
@@ -292,6 +293,7 @@ class RecordingWorkerService final : public v1::WorkerService::Service {
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                          v1::HeartbeatResponse* resp) override {
     ++heartbeats_;
+    if (drop_heartbeats_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "dropped by the test");
     return c_->Heartbeat(ctx, req, resp);
   }
   grpc::Status ReportResult(grpc::ServerContext* ctx, const v1::ReportResultRequest* req,
@@ -320,6 +322,8 @@ class RecordingWorkerService final : public v1::WorkerService::Service {
   int64_t heartbeats() const { return heartbeats_.load(); }
   int64_t registrations() const { return registrations_.load(); }
   int64_t leases_in_flight() const { return leases_in_flight_.load(); }
+  // While set, every heartbeat fails as if the coordinator were unreachable.
+  std::atomic<bool> drop_heartbeats_{false};
 
  private:
   void Granted(const std::string& lease) {
@@ -527,6 +531,39 @@ TEST_F(WorkerSteeringTest, CoordinatorDrainKeepsTheWorkerRunningIdleUntilUndrain
   w->Drain();
   t.join();
   EXPECT_TRUE(returned.load());
+  EXPECT_EQ(w->tasks_completed(), 2);
+}
+
+// A result the coordinator does not accept (the lease expired while the
+// heartbeats did not get through) is dropped, not retried, and counted; the
+// task runs again and is recorded once.
+TEST_F(WorkerSteeringTest, AResultNotAcceptedIsDroppedAndTheTaskRunsAgain) {
+  const std::string dir = testing_util::PrivateDir();
+  const std::string script = dir + "/child.sh";
+  // The first task outlives its 3 s lease; later ones run at once.
+  std::ofstream(script) << "#!/bin/sh\nif mkdir '" << dir << "/first' 2>/dev/null; then sleep 6; fi\nexec";
+  for (const std::string& a : RealChild()) std::ofstream(script, std::ios::app) << " '" << a << "'";
+  std::ofstream(script, std::ios::app) << " \"$@\"\n";
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  service_->drop_heartbeats_ = true;
+  auto w = NewWorker({"/bin/sh", script});
+  std::thread t([&] { EXPECT_TRUE(w->Run().ok()); });
+  const std::string job = Submit();
+  ASSERT_TRUE(Eventually([&] { return w->tasks_abandoned() == 1; }));
+  service_->drop_heartbeats_ = false;
+  ASSERT_TRUE(Eventually([&] { return Done(job); }, absl::Seconds(120)));
+  w->Drain();
+  t.join();
+  EXPECT_EQ(Abandoned("not_accepted"), 1);
+  EXPECT_EQ(Abandoned("lost"), 0);
+  const v1::Job done = Job(job);
+  ASSERT_EQ(done.results_size(), 2);
+  for (const v1::TaskResult& r : done.results()) {
+    EXPECT_EQ(r.candidate().accuracy().verdict(), v1::VERDICT_PASS) << r.candidate().accuracy().reason();
+  }
+  const std::vector<std::string> granted = service_->granted(), reported = service_->reported();
+  EXPECT_EQ(reported.size(), 3u);  // the refused one, reported once, and the two recorded
+  EXPECT_EQ(std::count(reported.begin(), reported.end(), granted[0]), 1) << "the refused report was retried";
   EXPECT_EQ(w->tasks_completed(), 2);
 }
 
