@@ -277,15 +277,17 @@ TEST_F(WorkerTest, ChildOutputWithoutTheHeaderIsInfra) {
 class RecordingWorkerService final : public v1::WorkerService::Service {
  public:
   explicit RecordingWorkerService(Coordinator* c) : c_(c) {}
+  // Forwards to `c` from now on (a coordinator that restarted and forgot its workers).
+  void Use(Coordinator* c) { c_ = c; }
   grpc::Status RegisterWorker(grpc::ServerContext* ctx, const v1::RegisterWorkerRequest* req,
                               v1::RegisterWorkerResponse* resp) override {
     ++registrations_;
-    return c_->RegisterWorker(ctx, req, resp);
+    return c_.load()->RegisterWorker(ctx, req, resp);
   }
   grpc::Status LeaseTask(grpc::ServerContext* ctx, const v1::LeaseTaskRequest* req,
                          v1::LeaseTaskResponse* resp) override {
     ++leases_in_flight_;
-    const grpc::Status st = c_->LeaseTask(ctx, req, resp);
+    const grpc::Status st = c_.load()->LeaseTask(ctx, req, resp);
     if (st.ok() && resp->has_task()) Granted(resp->lease_id());
     --leases_in_flight_;
     return st;
@@ -294,7 +296,7 @@ class RecordingWorkerService final : public v1::WorkerService::Service {
                          v1::HeartbeatResponse* resp) override {
     ++heartbeats_;
     if (drop_heartbeats_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "dropped by the test");
-    return c_->Heartbeat(ctx, req, resp);
+    return c_.load()->Heartbeat(ctx, req, resp);
   }
   grpc::Status ReportResult(grpc::ServerContext* ctx, const v1::ReportResultRequest* req,
                             v1::ReportResultResponse* resp) override {
@@ -302,13 +304,13 @@ class RecordingWorkerService final : public v1::WorkerService::Service {
       absl::MutexLock l(&mu_);
       reported_.push_back(req->lease_id());
     }
-    const grpc::Status st = c_->ReportResult(ctx, req, resp);
+    const grpc::Status st = c_.load()->ReportResult(ctx, req, resp);
     if (st.ok() && resp->next().has_task()) Granted(resp->next().lease_id());
     return st;
   }
   grpc::Status FetchKernelLibrary(grpc::ServerContext* ctx, const v1::FetchKernelLibraryRequest* req,
                                   grpc::ServerWriter<v1::FetchKernelLibraryResponse>* w) override {
-    return c_->FetchKernelLibrary(ctx, req, w);
+    return c_.load()->FetchKernelLibrary(ctx, req, w);
   }
 
   std::vector<std::string> granted() const {
@@ -330,7 +332,7 @@ class RecordingWorkerService final : public v1::WorkerService::Service {
     absl::MutexLock l(&mu_);
     granted_.push_back(lease);
   }
-  Coordinator* c_;
+  std::atomic<Coordinator*> c_;
   mutable absl::Mutex mu_;
   std::vector<std::string> granted_ ABSL_GUARDED_BY(mu_), reported_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> heartbeats_{0}, registrations_{0}, leases_in_flight_{0};
@@ -370,7 +372,7 @@ class WorkerSteeringTest : public ::testing::Test {
   explicit WorkerSteeringTest(absl::Duration lease = absl::Seconds(3))
       : scheduler_(RealClock::Get(),
                    coordinator::WithFailurePredicate(coordinator::MakeSchedulerOptions(lease, 3, 10000))) {
-    CoordinatorOptions o;
+    CoordinatorOptions& o = coordinator_options_;
     o.max_long_poll = absl::Milliseconds(300);
     o.lease_duration = lease;
     libraries_ = std::move(*coordinator::LibraryRegistry::Create(nullptr));
@@ -431,6 +433,7 @@ class WorkerSteeringTest : public ::testing::Test {
 
   prometheus::Registry registry_;
   WorkerMetrics metrics_{registry_};
+  CoordinatorOptions coordinator_options_;
   Scheduler scheduler_;
   std::unique_ptr<coordinator::LibraryRegistry> libraries_;
   std::unique_ptr<Coordinator> coordinator_;
@@ -564,6 +567,24 @@ TEST_F(WorkerSteeringTest, AResultNotAcceptedIsDroppedAndTheTaskRunsAgain) {
   const std::vector<std::string> granted = service_->granted(), reported = service_->reported();
   EXPECT_EQ(reported.size(), 3u);  // the refused one, reported once, and the two recorded
   EXPECT_EQ(std::count(reported.begin(), reported.end(), granted[0]), 1) << "the refused report was retried";
+  EXPECT_EQ(w->tasks_completed(), 2);
+}
+
+// A coordinator that forgot the worker (restarted: the same scheduler
+// state, no registrations) refuses its heartbeats as unregistered; the worker
+// registers again and runs the next job.
+TEST_F(WorkerSteeringTest, AWorkerTheCoordinatorForgotRegistersAgain) {
+  auto w = NewWorker();
+  std::thread t([&] { EXPECT_TRUE(w->Run().ok()); });
+  ASSERT_TRUE(Eventually([&] { return service_->registrations() == 1; }));
+  auto restarted = std::make_unique<Coordinator>(RealClock::Get(), &scheduler_, coordinator_options_);
+  service_->Use(restarted.get());
+  ASSERT_TRUE(Eventually([&] { return service_->registrations() >= 2; }));
+  coordinator_.swap(restarted);  // Submit and Job ask the new one
+  const std::string job = Submit();
+  ASSERT_TRUE(Eventually([&] { return Done(job); }));
+  w->Drain();
+  t.join();
   EXPECT_EQ(w->tasks_completed(), 2);
 }
 
