@@ -274,8 +274,15 @@ int ServeVerb(const std::vector<std::string>& args, std::ostream& out, std::ostr
   const auth::DenialHook on_denied = [&denial_metrics, &err](const std::string& reason, const std::string& method,
                                                              const std::string& who) {
     if (coordinator::CoordinatorMetrics* m = denial_metrics.load(); m != nullptr) m->AuthDenied(reason);
-    err << "mxval serve: denied " << method << " for " << who << " (" << reason << ")\n";
+    // Method (a call's :path) and principal or peer are caller-supplied: escaped.
+    err << "mxval serve: denied " << absl::CHexEscape(method.substr(0, 256)) << " for "
+        << absl::CHexEscape(who.substr(0, 256)) << " (" << reason << ")\n";
   };
+  // Worker ids are bound to certificates by the authorizer, which needs the
+  // auth config: a client CA alone would accept any worker id.
+  if (!tls_client_ca.empty() && auth_config_path.empty()) {
+    return Usage(err, "serve", "--tls-client-ca needs --auth-config (worker ids are checked against certificates by it)");
+  }
   if (!auth_config_path.empty()) {
     auto c = auth::LoadConfig(auth_config_path);
     if (!c.ok()) return Usage(err, "serve", absl::StrCat("--auth-config: ", c.status().message()));

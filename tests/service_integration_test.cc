@@ -323,6 +323,11 @@ TEST(ServiceIntegration, HttpListenersGetTlsAndPlaintextStaysOnLoopback) {
           "/server.crt --http-tls-key " + dir + "/ca.key");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("key '" + dir + "/ca.key'"), std::string::npos) << r.out;
+  // Worker ids are bound to certificates only through the auth config's authorizer.
+  r = Cmd(bin + " serve --listen 127.0.0.1:0 --db " + db + " --tls-cert " + dir + "/server.crt --tls-key " + dir +
+          "/server.key --tls-client-ca " + dir + "/ca.crt");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--tls-client-ca needs --auth-config"), std::string::npos) << r.out;
 
   // HTTPS on both HTTP listeners (the gRPC listener's certificate is reused).
   Proc serve = Proc::Start({MXVAL_BIN, "serve", "--listen", "127.0.0.1:0", "--db", db, "--tls-cert", dir + "/server.crt",

@@ -229,6 +229,16 @@ absl::Status Coordinator::Registered(const std::string& worker_id, const char* m
       absl::StrCat("worker_id: '", absl::CHexEscape(worker_id.substr(0, 256)), "' is not registered (RegisterWorker first)"));
 }
 
+std::optional<std::string> Coordinator::LegacyRequest(const std::string& request_id, const std::string& principal) const {
+  if (request_id.empty()) return std::nullopt;
+  auto job_id = scheduler_->FindRequest(request_id);
+  if (!job_id) return std::nullopt;
+  auto job = scheduler_->GetJob(*job_id);
+  v1::JobSpec spec;
+  if (!job.ok() || !spec.ParseFromString(job->payload) || spec.owner() != principal) return std::nullopt;
+  return job_id;
+}
+
 absl::Status Coordinator::SameSpecAsFirst(const std::string& job_id, const v1::JobSpec& spec,
                                           const std::string& request_id) const {
   auto first = scheduler_->GetJob(job_id);
@@ -263,6 +273,10 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJo
   JobInput in;
   // Request ids are per owner: another principal's equal id names another job.
   in.request_id = RequestKey(caller->principal, req->request_id());
+  if (!in.request_id.empty() && !scheduler_->FindRequest(in.request_id) &&
+      LegacyRequest(req->request_id(), caller->principal)) {
+    in.request_id = req->request_id();
+  }
   in.priority = plan->priority;
   in.deadline = plan->deadline;
   in.reuse_results = req->spec().reuse_results();
@@ -284,6 +298,11 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJo
     }
   }
   auto id = scheduler_->Submit(in);
+  // A concurrent first submit (or one through another coordinator) with the
+  // same id may have won: the job returned must be this spec's.
+  if (id.ok() && !in.request_id.empty()) {
+    if (absl::Status same = SameSpecAsFirst(*id, owned, req->request_id()); !same.ok()) return ToGrpc(same);
+  }
   if (id.ok()) {
     absl::MutexLock l(&quota_mu_);
     quotas_[caller->principal].jobs.push_back(*id);
@@ -373,33 +392,32 @@ grpc::Status Coordinator::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsR
   if (req->page_size() < 0 || req->page_size() > 500) {
     return ToGrpc(absl::InvalidArgumentError("page_size: must be in [0, 500]"));
   }
-  int64_t offset = 0;
-  if (!req->page_token().empty() && (!absl::SimpleAtoi(req->page_token(), &offset) || offset < 0)) {
-    return ToGrpc(absl::InvalidArgumentError("page_token: not a token this server issued"));
+  // A page token is the id of the last job of the previous page: jobs
+  // submitted meanwhile (the listing is newest first) do not shift the next page.
+  const std::vector<JobStatus> all = scheduler_->ListJobs();
+  size_t i = 0;
+  if (!req->page_token().empty()) {
+    while (i < all.size() && all[i].job_id != req->page_token()) ++i;
+    if (i == all.size()) return ToGrpc(absl::InvalidArgumentError("page_token: not a token this server issued"));
+    ++i;
   }
   const int size = req->page_size() == 0 ? 50 : req->page_size();
   std::set<int> states(req->states().begin(), req->states().end());
-  int64_t index = 0;
-  for (const JobStatus& s : scheduler_->ListJobs()) {
+  for (; i < all.size(); ++i) {
+    const JobStatus& s = all[i];
     if (!states.empty() && !states.count(ToProto(s.state))) continue;
     if (!req->name_prefix().empty()) {
       v1::JobSpec spec;
       spec.ParseFromString(s.payload);
       if (!absl::StartsWith(spec.name(), req->name_prefix())) continue;
     }
-    if (index++ < offset) continue;
-    if (resp->jobs_size() == size) {
-      resp->set_next_page_token(absl::StrCat(offset + size));
-      break;
-    }
+    if (resp->jobs_size() == size) break;
     auto job = BuildJob(s.job_id, false);
     if (!job.ok()) continue;
-    if (resp->jobs_size() > 0 && resp->ByteSizeLong() + job->ByteSizeLong() > options_.max_list_page_bytes) {
-      resp->set_next_page_token(absl::StrCat(offset + resp->jobs_size()));
-      break;
-    }
+    if (resp->jobs_size() > 0 && resp->ByteSizeLong() + job->ByteSizeLong() > options_.max_list_page_bytes) break;
     *resp->add_jobs() = std::move(*job);
   }
+  if (i < all.size() && resp->jobs_size() > 0) resp->set_next_page_token(resp->jobs(resp->jobs_size() - 1).job_id());
   return grpc::Status::OK;
 }
 
@@ -463,9 +481,9 @@ absl::StatusOr<std::set<std::string>> Coordinator::LeaseArchs(const std::string&
   for (const v1::DeviceInfo& d : it->second.capabilities.devices()) {
     if (d.index() == device_index) device = &d;
   }
-  if (device == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device_index: ", device_index, " is not a device worker '", worker_id, "' registered"));
+  if (device == nullptr) {  // FAILED_PRECONDITION: a worker whose registration is stale registers again
+    return absl::FailedPreconditionError(absl::StrCat("device_index: ", device_index, " is not a device worker '",
+                                                      absl::CHexEscape(worker_id), "' registered (register again)"));
   }
   it->second.last_heartbeat = clock_->Now();
   std::set<std::string> archs;
@@ -486,7 +504,7 @@ bool Coordinator::TryLease(const std::string& worker_id, const std::set<std::str
   resp->set_lease_id(lease->lease_id);
   ToProto(lease->expiry, resp->mutable_lease_expires());
   absl::MutexLock l(&mu_);
-  workers_[worker_id].leases.insert(lease->lease_id);
+  if (auto it = workers_.find(worker_id); it != workers_.end()) it->second.leases.insert(lease->lease_id);
   return true;
 }
 
@@ -495,8 +513,8 @@ grpc::Status Coordinator::LeaseTask(grpc::ServerContext* ctx, const v1::LeaseTas
   MXVAL_AUTHORIZE_WORKER(req->worker_id(), "LeaseTask");
   auto archs = LeaseArchs(req->worker_id(), req->device_index());
   if (!archs.ok()) {
-    Denied(absl::IsInvalidArgument(archs.status()) ? "unregistered_device" : "unregistered_worker", "LeaseTask",
-           req->worker_id());
+    Denied(absl::StartsWith(archs.status().message(), "device_index") ? "unregistered_device" : "unregistered_worker",
+           "LeaseTask", req->worker_id());
     return ToGrpc(archs.status());
   }
   if (archs->empty()) return grpc::Status::OK;  // draining
@@ -527,9 +545,10 @@ grpc::Status Coordinator::Heartbeat(grpc::ServerContext* ctx, const v1::Heartbea
   if (absl::Status st = Registered(req->worker_id(), "Heartbeat"); !st.ok()) return ToGrpc(st);
   {
     absl::MutexLock l(&mu_);
-    WorkerEntry& w = workers_[req->worker_id()];
-    w.last_heartbeat = clock_->Now();
-    resp->set_drain(w.draining);
+    auto it = workers_.find(req->worker_id());  // gone since Registered(): the registry made room
+    if (it == workers_.end()) return ToGrpc(absl::FailedPreconditionError("worker_id: not registered (register again)"));
+    it->second.last_heartbeat = clock_->Now();
+    resp->set_drain(it->second.draining);
   }
   const LeaseHolder who{req->worker_id(), ""};
   for (const std::string& lease : req->lease_ids()) {
@@ -539,7 +558,7 @@ grpc::Status Coordinator::Heartbeat(grpc::ServerContext* ctx, const v1::Heartbea
     if (absl::IsFailedPrecondition(st) || absl::IsPermissionDenied(st)) {
       resp->add_lost_lease_ids(lease);
       absl::MutexLock l(&mu_);
-      workers_[req->worker_id()].leases.erase(lease);
+      if (auto it = workers_.find(req->worker_id()); it != workers_.end()) it->second.leases.erase(lease);
     } else if (!st.ok()) {
       return ToGrpc(st);  // store unavailable: the worker retries
     }

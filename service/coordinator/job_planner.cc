@@ -320,7 +320,11 @@ PlannerOptions PlannerOptions::WithBuiltinTables() {
 
 absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec, const PlannerOptions& o, const LibraryMap& libraries,
                                 const std::map<std::string, std::string>& python_pools) {
-  // Every string and list a caller stores is bounded (request_bounds.h).
+  // Every string and list a caller stores is bounded (request_bounds.h), and
+  // the whole spec, so a job (listed, watched, fetched) always fits in a message.
+  if (spec.ByteSizeLong() > kMaxSpecBytes) {
+    return Bad("spec", absl::StrCat(spec.ByteSizeLong(), " bytes; at most ", kMaxSpecBytes));
+  }
   if (absl::Status st = CheckBounds(spec, "spec"); !st.ok()) return st;
   // Shapes: explicit ones, then presets.
   std::vector<v1::Shape> shapes;

@@ -586,7 +586,8 @@ namespace {
 TEST(JobPlannerBounds, StringsListsAndDeadlineAreBounded) {
   const PlannerOptions o = PlannerOptions::WithBuiltinTables();
   const std::vector<std::pair<std::function<void(v1::JobSpec&)>, std::string>> bad = {
-      {[](v1::JobSpec& s) { s.set_name(std::string(15 << 20, 'n')); }, "spec.name"},
+      {[](v1::JobSpec& s) { s.set_name(std::string(2000, 'n')); }, "spec.name"},
+      {[](v1::JobSpec& s) { s.set_name(std::string(15 << 20, 'n')); }, "spec"},
       {[](v1::JobSpec& s) { s.set_name("ok\x1b[2J"); }, "spec.name"},
       {[](v1::JobSpec& s) { s.mutable_pull_request()->add_changed_files("a\nb"); },
        "spec.pull_request.changed_files[0]"},

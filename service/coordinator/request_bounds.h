@@ -56,6 +56,9 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& req);
 absl::Status ValidateDeadline(const google::protobuf::Duration& d);
 
 inline constexpr int kMaxWorkerDevices = 64;
+// A job spec's serialized size: a job with its spec stays well inside one
+// 16 MiB message.
+inline constexpr size_t kMaxSpecBytes = 8 << 20;
 inline constexpr int kMaxDeviceIndex = 1023;
 inline constexpr int64_t kMaxDeadlineSeconds = 30 * 24 * 3600;
 

@@ -12,12 +12,18 @@ namespace mxval {
 namespace web {
 namespace {
 
+WebResponse Error(int status, const std::string& message);
+
+// A message proto3 JSON cannot express (a Duration out of range in a stored
+// spec) is a 500, never a 200 with cut-off JSON.
 WebResponse Json(const google::protobuf::Message& m) {
   WebResponse r;
   r.content_type = "application/json";
   google::protobuf::util::JsonPrintOptions o;
   o.always_print_primitive_fields = false;
-  (void)google::protobuf::util::MessageToJsonString(m, &r.body, o);
+  if (!google::protobuf::util::MessageToJsonString(m, &r.body, o).ok()) {
+    return Error(500, "the answer cannot be printed as JSON");
+  }
   return r;
 }
 

@@ -225,9 +225,15 @@ bool Worker::Report(const std::string& lease_id, const v1::TaskResult& result, i
       return false;
     }
     const grpc::StatusCode code = st.error_code();
+    // Only a registration that went through counts: one that failed (the
+    // coordinator is still starting) is retried like any transient error, so
+    // a result the coordinator would accept is never dropped for it.
     if ((code == grpc::StatusCode::FAILED_PRECONDITION || code == grpc::StatusCode::NOT_FOUND) && reregistered < 2) {
-      ++reregistered;
-      (void)Register();
+      if (Register().ok()) {
+        ++reregistered;
+        continue;
+      }
+      absl::SleepFor(std::min(absl::Milliseconds(50) * (1 << std::min(attempt, 6)), absl::Seconds(3)));
       continue;
     }
     const bool transient = code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
