@@ -64,6 +64,15 @@ struct Proc {
 
 // A directory of this process's own: concurrent test runs on one machine
 // (two ctest invocations) must never share a database file.
+// Whether process `pid` exists and is not a zombie (/proc/PID/stat's state).
+inline bool ProcessAlive(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return false;
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
 inline std::string PrivateDir() {
   const std::string d = ::testing::TempDir() + "/mxval_integration_" + std::to_string(getpid()) + "_" +
                         ::testing::UnitTest::GetInstance()->current_test_info()->name();

@@ -86,5 +86,23 @@ int Respond(::mg_connection* conn, const WebResponse& r) {
   return r.status;
 }
 
+absl::StatusOr<::mg_context*> StartCivet(const std::string& listen, int threads,
+                                         int (*handler)(::mg_connection*, void*), void* self,
+                                         const std::string& what, int* port) {
+  const std::string thread_count = std::to_string(threads);
+  const char* options[] = {"listening_ports", listen.c_str(), "num_threads", thread_count.c_str(),
+                           "enable_directory_listing", "no", nullptr};
+  mg_callbacks callbacks;
+  std::memset(&callbacks, 0, sizeof(callbacks));
+  mg_init_library(0);
+  ::mg_context* ctx = mg_start(&callbacks, nullptr, options);
+  if (ctx == nullptr) return absl::UnavailableError(absl::StrCat(what, ": cannot listen on ", listen));
+  mg_set_request_handler(ctx, "/", handler, self);
+  mg_server_port ports[4];
+  const int n = mg_get_server_ports(ctx, 4, ports);
+  *port = n > 0 ? ports[0].port : 0;
+  return ctx;
+}
+
 }  // namespace web
 }  // namespace mxval

@@ -8,9 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "service/auth/http_auth.h"
 
 struct mg_connection;
+struct mg_context;
 
 namespace mxval {
 namespace web {
@@ -30,6 +32,14 @@ WebResponse Unauthorized(const std::string& why, bool login_hint);
 
 // Writes `r` (no body for HEAD); returns the status for civetweb's handler.
 int Respond(::mg_connection* conn, const WebResponse& r);
+
+// Starts civetweb on `listen` (one HOST:PORT, already parsed) with `threads`
+// request threads and no directory listing, `handler(conn, self)` for every
+// path; *port receives the bound port. UNAVAILABLE ("<what>: cannot listen on
+// ...") when it cannot bind. The caller mg_stop()s the context.
+absl::StatusOr<::mg_context*> StartCivet(const std::string& listen, int threads,
+                                         int (*handler)(::mg_connection*, void*), void* self,
+                                         const std::string& what, int* port);
 
 }  // namespace web
 }  // namespace mxval

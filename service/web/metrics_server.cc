@@ -39,17 +39,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   s->registry_ = std::move(registry);
   s->auth_ = auth;
-  const char* options[] = {"listening_ports", listen.c_str(), "num_threads", "2", "enable_directory_listing", "no",
-                           nullptr};
-  mg_callbacks callbacks;
-  std::memset(&callbacks, 0, sizeof(callbacks));
-  mg_init_library(0);
-  s->ctx_ = mg_start(&callbacks, nullptr, options);
-  if (s->ctx_ == nullptr) return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen));
-  mg_set_request_handler(s->ctx_, "/", &MetricsServer::Dispatch, s.get());
-  mg_server_port ports[4];
-  const int n = mg_get_server_ports(s->ctx_, 4, ports);
-  s->port_ = n > 0 ? ports[0].port : 0;
+  auto ctx = StartCivet(listen, 2, &MetricsServer::Dispatch, s.get(), "metrics", &s->port_);
+  if (!ctx.ok()) return ctx.status();
+  s->ctx_ = *ctx;
   return s;
 }
 

@@ -157,17 +157,9 @@ absl::StatusOr<std::unique_ptr<WebServer>> WebServer::Start(coordinator::Coordin
   std::unique_ptr<WebServer> s(new WebServer());
   s->coordinator_ = coordinator;
   s->auth_ = auth;
-  const char* options[] = {"listening_ports", listen.c_str(), "num_threads", "4", "enable_directory_listing", "no",
-                           nullptr};
-  mg_callbacks callbacks;
-  std::memset(&callbacks, 0, sizeof(callbacks));
-  mg_init_library(0);
-  s->ctx_ = mg_start(&callbacks, nullptr, options);
-  if (s->ctx_ == nullptr) return absl::UnavailableError(absl::StrCat("web UI: cannot listen on ", listen));
-  mg_set_request_handler(s->ctx_, "/", &WebServer::Dispatch, s.get());
-  mg_server_port ports[4];
-  const int n = mg_get_server_ports(s->ctx_, 4, ports);
-  s->port_ = n > 0 ? ports[0].port : 0;
+  auto ctx = StartCivet(listen, 4, &WebServer::Dispatch, s.get(), "web UI", &s->port_);
+  if (!ctx.ok()) return ctx.status();
+  s->ctx_ = *ctx;
   return s;
 }
 

@@ -237,15 +237,6 @@ TEST(PersistentChild, PythonTaskChildServesCompiledAndPythonKernels) {
   EXPECT_NE(res.candidate().accuracy().reason().find(std::string(64, 'e')), std::string::npos);
 }
 
-// Whether `pid` is a live process (a zombie is not: it has ended).
-bool Alive(int pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(f, stat)) return false;
-  const size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
-}
-
 // The pid a child wrote to `path`, once it is there (bounded wait).
 int WaitForPid(const std::string& path) {
   const absl::Time until = absl::Now() + absl::Seconds(30);
@@ -262,7 +253,7 @@ int WaitForPid(const std::string& path) {
 // Polls until `pid` has ended; false if it is still alive after a generous bound.
 bool Ends(int pid) {
   const absl::Time until = absl::Now() + absl::Seconds(30);
-  while (Alive(pid)) {
+  while (testing_util::ProcessAlive(pid)) {
     if (absl::Now() > until) return false;
     absl::SleepFor(absl::Milliseconds(20));
   }
@@ -291,7 +282,7 @@ g.wait()
     child = WaitForPid(dir + "/pids");
     std::ifstream f(dir + "/pids");
     f >> child >> grandchild;
-    EXPECT_TRUE(Alive(grandchild));
+    EXPECT_TRUE(testing_util::ProcessAlive(grandchild));
     cancel.Cancel();
   });
   auto r = RunChild(o, "");
@@ -303,7 +294,7 @@ g.wait()
   EXPECT_EQ(r->signal, SIGKILL);
   EXPECT_EQ(r->Describe(), "cancelled (process group killed)");
   ASSERT_GT(grandchild, 0);
-  EXPECT_FALSE(Alive(child));
+  EXPECT_FALSE(testing_util::ProcessAlive(child));
   EXPECT_TRUE(Ends(grandchild)) << "grandchild " << grandchild << " outlived the cancel";
   // A cancelled token starts nothing.
   o.argv = {"/bin/sh", "-c", "echo started > '" + dir + "/started'"};

@@ -349,15 +349,6 @@ bool Eventually(const std::function<bool()>& done, absl::Duration bound = absl::
   return true;
 }
 
-// Whether `pid` is a live process (a zombie has ended).
-bool Alive(int pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(f, stat)) return false;
-  const size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
-}
-
 int ReadPid(const std::string& path) {
   std::ifstream f(path);
   int pid = 0;
@@ -462,7 +453,7 @@ TEST_F(WorkerSteeringTest, CancelStopsTheRunningChildAndNothingIsReportedForIt) 
   const std::string cancelled = Submit();
   int sh = 0, sleeper = 0;
   ASSERT_TRUE(Eventually([&] { return (sh = ReadPid(dir + "/sh.pid")) > 0 && (sleeper = ReadPid(dir + "/sleep.pid")) > 0; }));
-  ASSERT_TRUE(Alive(sh) && Alive(sleeper));
+  ASSERT_TRUE(testing_util::ProcessAlive(sh) && testing_util::ProcessAlive(sleeper));
   ASSERT_EQ(service_->granted().size(), 1u);
   const std::string lost = service_->granted()[0];
   {
@@ -472,7 +463,7 @@ TEST_F(WorkerSteeringTest, CancelStopsTheRunningChildAndNothingIsReportedForIt) 
     grpc::ServerContext ctx;
     ASSERT_TRUE(coordinator_->CancelJob(&ctx, &req, &resp).ok());
   }
-  EXPECT_TRUE(Eventually([&] { return !Alive(sh) && !Alive(sleeper); })) << "the cancelled task's processes live on";
+  EXPECT_TRUE(Eventually([&] { return !testing_util::ProcessAlive(sh) && !testing_util::ProcessAlive(sleeper); })) << "the cancelled task's processes live on";
   EXPECT_TRUE(Eventually([&] { return w->tasks_abandoned() == 1; }));
 
   // The worker takes and completes the next job.
