@@ -285,11 +285,7 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJo
   in.payload = owned.SerializeAsString();
   in.tasks.reserve(plan->tasks.size());
   for (const PlannedTask& t : plan->tasks) in.tasks.push_back({t.spec.arch(), t.dedup_key, t.spec.SerializeAsString()});
-  if (auto first = scheduler_->FindRequest(in.request_id)) {
-    // A retry must be the same job: a different spec under the same id is a
-    // client bug that would otherwise silently drop the new spec.
-    if (absl::Status same = SameSpecAsFirst(*first, owned, req->request_id()); !same.ok()) return ToGrpc(same);
-  } else {  // a retry of an accepted job is never limited
+  if (!scheduler_->FindRequest(in.request_id)) {  // a retry of an accepted job is never limited
     absl::Duration wait;
     if (absl::Status lim = CheckSubmitLimits(caller->principal, &wait); !lim.ok()) {
       if (options_.metrics) options_.metrics->JobRejected("client_limit");
@@ -298,8 +294,9 @@ grpc::Status Coordinator::SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJo
     }
   }
   auto id = scheduler_->Submit(in);
-  // A concurrent first submit (or one through another coordinator) with the
-  // same id may have won: the job returned must be this spec's.
+  // Under a request id the job returned may be an earlier one (a retry, or a
+  // concurrent first submit, here or through another coordinator): it must
+  // have this spec, or the new spec would be silently dropped.
   if (id.ok() && !in.request_id.empty()) {
     if (absl::Status same = SameSpecAsFirst(*id, owned, req->request_id()); !same.ok()) return ToGrpc(same);
   }

@@ -163,8 +163,8 @@ class Coordinator final : public v1::ValidationService::Service,
   void Denied(const std::string& reason, const char* method, const std::string& who) const;
   // FAILED_PRECONDITION (counted as a denial) unless `worker_id` is registered.
   absl::Status Registered(const std::string& worker_id, const char* method) const ABSL_LOCKS_EXCLUDED(mu_);
-  // A job accepted under the unscoped `request_id` (stored before request
-  // ids were per owner) whose owner is `principal`: its retries find it.
+  // A job stored under the bare `request_id` (a key without an owner) whose
+  // owner is `principal`: that owner's retries find it.
   std::optional<std::string> LegacyRequest(const std::string& request_id, const std::string& principal) const;
   // ALREADY_EXISTS naming the first difference unless `spec` is the spec job
   // `job_id` was accepted with (an idempotent retry).
