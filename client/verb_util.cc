@@ -220,35 +220,4 @@ std::shared_ptr<grpc::Channel> ClientChannel(const std::string& address,
   return grpc::CreateCustomChannel(address, creds, a);
 }
 
-absl::StatusOr<std::string> ReadTail(const std::string& path, int64_t cap, bool* truncated) {
-  if (truncated != nullptr) *truncated = false;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) {
-    // Not seekable (a pipe, process substitution): read it through, keeping the tail.
-    in.clear();
-    std::string s, chunk(1 << 16, '\0');
-    while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
-      s.append(chunk.data(), static_cast<size_t>(in.gcount()));
-      if (static_cast<int64_t>(s.size()) > 2 * cap) {
-        s.erase(0, s.size() - static_cast<size_t>(cap));
-        if (truncated != nullptr) *truncated = true;
-      }
-    }
-    if (static_cast<int64_t>(s.size()) > cap) {
-      s.erase(0, s.size() - static_cast<size_t>(cap));
-      if (truncated != nullptr) *truncated = true;
-    }
-    return s;
-  }
-  const int64_t start = size > cap ? size - cap : 0;
-  if (truncated != nullptr) *truncated = start > 0;
-  in.seekg(start);
-  std::string s(static_cast<size_t>(size - start), '\0');
-  in.read(s.data(), static_cast<std::streamsize>(s.size()));
-  return s;
-}
-
 }  // namespace mxval

@@ -100,9 +100,6 @@ std::shared_ptr<grpc::Channel> ClientChannel(const std::string& address,
 // Writes to stdout ("-") or a file; kInternal when the file cannot be written.
 int WriteOutput(const std::string& verb, const std::string& out_path, const std::string& text, std::ostream& out,
                 std::ostream& err);
-// The last `cap` bytes of a file or pipe; *truncated (optional) says
-// whether anything before them was dropped. NOT_FOUND if unreadable.
-absl::StatusOr<std::string> ReadTail(const std::string& path, int64_t cap, bool* truncated = nullptr);
 
 }  // namespace mxval
 
